@@ -1,0 +1,40 @@
+"""``trnsim exec -- CMD``: run CMD with the NKI import shims active."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ..errors import ConfigError
+from ..options import canonical_target
+
+
+def register(sub) -> None:
+    p = sub.add_parser("exec", help="run a command with neuronxcc.nki / nki imports served by trnsim",
+                       description="Run CMD (e.g. pytest, python my_kernel.py) so that "
+                       "`import neuronxcc.nki` and `import nki` resolve to trnsim's simulated "
+                       "NeuronCore.  Example: trnsim exec --target trn1 -- pytest tests/")
+    p.add_argument("--target", help="trn1 | trn2 | trn3 (default: $TRNSIM_TARGET or trn2)")
+    p.add_argument("--strict", action="store_true",
+                   help="never-written SBUF/PSUM values reaching an output are errors")
+    p.add_argument("--no-fake-dmi", action="store_true",
+                   help="do not report the simulated instance type through the DMI product name")
+    p.add_argument("cmd", nargs="+", metavar="CMD", help="the command, after --")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..compat import shim_env
+    target = canonical_target(args.target) if args.target else None
+    env = shim_env(target=target, fake_dmi=not args.no_fake_dmi)
+    if args.strict:
+        env["TRNSIM_STRICT"] = "1"
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ConfigError("trnsim exec needs a command after --", rule="exec-command")
+    try:
+        return subprocess.call(cmd, env=env)
+    except FileNotFoundError:
+        raise ConfigError(f"command not found: {cmd[0]}", rule="exec-command", value=cmd[0]) from None

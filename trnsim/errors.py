@@ -1,0 +1,115 @@
+"""The TrnsimError family: every error a user can cause (broken kernel, impossible shape, bad file).
+
+Each error names the hardware or API rule it enforces, the limit, the value seen and where in the
+user's code it happened, the way Triton's ``OutOfResources`` carries resource, need and limit.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class TrnsimError(Exception):
+    """Base class for errors caused by user input (kernels, shapes, configuration, data files)."""
+
+    rule: str = "trnsim"
+
+    def __init__(self, message: str, *, rule: Optional[str] = None, limit: Any = None,
+                 value: Any = None, where: Optional[str] = None, hint: Optional[str] = None):
+        self.message = message
+        if rule is not None:
+            self.rule = rule
+        self.limit = limit
+        self.value = value
+        self.where = where
+        self.hint = hint
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        parts = [f"[{self.rule}] {self.message}"]
+        facts = []
+        if self.limit is not None:
+            facts.append(f"limit: {self.limit}")
+        if self.value is not None:
+            facts.append(f"got: {self.value}")
+        if facts:
+            parts.append(" (" + ", ".join(facts) + ")")
+        if self.where:
+            parts.append(f"\n  at {self.where}")
+        if self.hint:
+            parts.append(f"\n  hint: {self.hint}")
+        return "".join(parts)
+
+    def __reduce__(self):  # keep the fields when pickled across processes
+        return (_rebuild, (type(self), self.message, self.rule, self.limit, self.value,
+                           self.where, self.hint))
+
+
+def _rebuild(cls, message, rule, limit, value, where, hint):
+    return cls(message, rule=rule, limit=limit, value=value, where=where, hint=hint)
+
+
+class KernelError(TrnsimError):
+    """A kernel broke an NKI or hardware rule."""
+    rule = "kernel"
+
+
+class PartitionError(KernelError):
+    rule = "partition-limit"
+
+
+class ShapeError(KernelError):
+    rule = "shape"
+
+
+class CapacityError(KernelError):
+    rule = "capacity"
+
+
+class DtypeError(KernelError):
+    rule = "dtype"
+
+
+class MemoryAccessError(KernelError):
+    """An engine touched a memory it cannot reach, or an operand sits in the wrong memory."""
+    rule = "memory-access"
+
+
+class OutOfBoundsError(KernelError):
+    rule = "out-of-bounds"
+
+
+class ReadOnlyError(KernelError):
+    rule = "read-only"
+
+
+class AliasError(KernelError):
+    rule = "alias"
+
+
+class UninitializedReadError(KernelError):
+    rule = "uninitialized-read"
+
+
+class IndexingError(KernelError):
+    rule = "indexing"
+
+
+class LaunchError(KernelError):
+    rule = "launch"
+
+
+class UnsupportedError(KernelError):
+    """A feature the hardware has but trnsim does not model yet; named, never approximated."""
+    rule = "unsupported"
+
+
+class HardwareFileError(TrnsimError):
+    rule = "hardware-file"
+
+
+class ConfigError(TrnsimError):
+    rule = "config"
+
+
+class UninitializedReadWarning(UserWarning):
+    """Values derived from never-written SBUF/PSUM reached an output (error under TRNSIM_STRICT=1)."""

@@ -1,0 +1,180 @@
+"""Read hardware data files (TOML) into plain values plus a parallel map of sources.
+
+A figure is written either as a bare value (only for names and lists of names) or as a table
+``{ value = ..., source = "TAG", note = "..." }``.  ``source`` is a tag from ``sources.toml`` (which
+names the public document), ``derived: <how>``, ``choice: <why>`` where the docs are silent or
+disagree, or ``calibration: <row ids>`` for constants fitted to ``shared/calibration``.
+A user file given with ``--hardware`` / ``TRNSIM_HARDWARE`` is deep-merged over the built-in data,
+so it can change one figure or add a whole new core, chip or instance.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import MISSING, fields, is_dataclass
+from typing import Any, Dict, Mapping, Tuple, get_args, get_origin, get_type_hints
+
+try:  # Python 3.11+
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as _toml  # type: ignore
+
+from ..errors import HardwareFileError
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+Sources = Dict[str, str]
+
+
+def read_toml(path: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return _toml.load(f)
+    except FileNotFoundError:
+        raise HardwareFileError(f"hardware file not found: {path}", rule="hardware-file",
+                                value=path) from None
+    except _toml.TOMLDecodeError as e:
+        raise HardwareFileError(f"hardware file {path} is not valid TOML: {e}",
+                                rule="hardware-file-syntax", value=path) from None
+
+
+def deep_merge(base: dict, over: Mapping) -> dict:
+    """Merge ``over`` into a copy of ``base``; a figure table replaces a figure as a whole."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and "value" not in v and isinstance(out.get(k), dict) \
+                and "value" not in out[k]:
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def is_figure(v: Any) -> bool:
+    return isinstance(v, Mapping) and "value" in v
+
+
+def unwrap(table: Mapping, path: str, sources: Sources, file: str) -> dict:
+    """Replace every figure table by its value, recording ``path -> source`` in ``sources``."""
+    out = {}
+    for k, v in table.items():
+        p = f"{path}.{k}" if path else k
+        if is_figure(v):
+            extra = set(v) - {"value", "source", "note", "unit"}
+            if extra:
+                raise HardwareFileError(f"{file}: figure {p} has unknown keys {sorted(extra)}",
+                                        rule="hardware-file-figure",
+                                        limit="value, source, note, unit", value=sorted(extra))
+            if "source" not in v or not str(v["source"]).strip():
+                raise HardwareFileError(f"{file}: figure {p} has no source",
+                                        rule="hardware-file-source",
+                                        hint="every figure needs source = \"TAG\" (see sources.toml)")
+            sources[p] = str(v["source"]) + (f" — {v['note']}" if v.get("note") else "")
+            out[k] = v["value"]
+        elif isinstance(v, Mapping):
+            out[k] = unwrap(v, p, sources, file)
+        else:
+            out[k] = v
+    return out
+
+
+def _check_type(value: Any, tp: Any, path: str, file: str) -> Any:
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise HardwareFileError(f"{file}: {path} must be a list", rule="hardware-file-type",
+                                    limit="list", value=type(value).__name__)
+        args = get_args(tp)
+        elem = args[0] if args else Any
+        return tuple(_check_type(x, elem, f"{path}[{i}]", file) for i, x in enumerate(value))
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HardwareFileError(f"{file}: {path} must be a number", rule="hardware-file-type",
+                                    limit="number", value=repr(value))
+        if value < 0:
+            raise HardwareFileError(f"{file}: {path} must not be negative", rule="hardware-file-range",
+                                    limit=">= 0", value=value)
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise HardwareFileError(f"{file}: {path} must be an integer",
+                                        rule="hardware-file-type", limit="integer", value=repr(value))
+        if value < 0:
+            raise HardwareFileError(f"{file}: {path} must not be negative", rule="hardware-file-range",
+                                    limit=">= 0", value=value)
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise HardwareFileError(f"{file}: {path} must be true or false", rule="hardware-file-type",
+                                    limit="bool", value=repr(value))
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise HardwareFileError(f"{file}: {path} must be a string", rule="hardware-file-type",
+                                    limit="string", value=repr(value))
+        return value
+    if is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise HardwareFileError(f"{file}: {path} must be a table", rule="hardware-file-type",
+                                    limit="table", value=type(value).__name__)
+        return build(tp, value, path, file)
+    return value
+
+
+def build(cls, values: Mapping, path: str, file: str, **extra):
+    """Construct frozen dataclass ``cls`` from ``values``, checking required keys and types."""
+    hints = get_type_hints(cls)
+    kwargs = dict(extra)
+    known = set()
+    for f in fields(cls):
+        known.add(f.name)
+        if f.name in kwargs:
+            continue
+        p = f"{path}.{f.name}" if path else f.name
+        if f.name in values:
+            tp = hints[f.name]
+            if get_origin(tp) is not None and type(None) in get_args(tp):  # Optional[X]
+                inner = [a for a in get_args(tp) if a is not type(None)][0]
+                v = values[f.name]
+                kwargs[f.name] = None if v is None else _check_type(v, inner, p, file)
+            else:
+                kwargs[f.name] = _check_type(values[f.name], tp, p, file)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise HardwareFileError(f"{file}: missing {p}", rule="hardware-file-missing",
+                                    hint=f"{cls.__name__} needs '{f.name}'")
+    unknown = set(values) - known
+    if unknown:
+        raise HardwareFileError(f"{file}: {path or 'top level'} has unknown keys {sorted(unknown)}",
+                                rule="hardware-file-unknown-key",
+                                limit=sorted(known), value=sorted(unknown))
+    return cls(**kwargs)
+
+
+def load_merged(names: Tuple[str, ...], user_file: str | None) -> Tuple[dict, dict]:
+    """Built-in files ``names`` merged (each under its stem), then ``user_file`` over them.
+
+    Returns ``(raw, origin)`` where origin maps the top-level section to the file it came from.
+    """
+    raw: dict = {}
+    origin: dict = {}
+    for n in names:
+        p = os.path.join(DATA_DIR, n)
+        stem = os.path.splitext(n)[0]
+        raw[stem] = read_toml(p)
+        origin[stem] = p
+    if user_file:
+        user = read_toml(user_file)
+        unknown = set(user) - set(raw)
+        if unknown:
+            raise HardwareFileError(f"{user_file}: unknown top-level sections {sorted(unknown)}",
+                                    rule="hardware-file-unknown-key", limit=sorted(raw),
+                                    value=sorted(unknown))
+        raw = deep_merge(raw, user)
+        for k in user:
+            origin[k] = f"{origin[k]} + {user_file}"
+    return raw, origin

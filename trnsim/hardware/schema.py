@@ -1,0 +1,212 @@
+"""Frozen dataclasses for hardware specs. Values come only from the data files (see loader.py).
+
+Every spec carries ``sources``: a map from a figure's dotted path to where the figure comes from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class OnChipMemory:
+    """SBUF or PSUM of one NeuronCore: partitions x bytes, optionally split in banks."""
+    partitions: int
+    bytes_per_partition: int
+    banks: int = 1
+    bank_bytes: int = 0
+    reserved_bytes_per_partition: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.partitions * self.bytes_per_partition
+
+    @property
+    def usable_bytes_per_partition(self) -> int:
+        return self.bytes_per_partition - self.reserved_bytes_per_partition
+
+
+@dataclass(frozen=True)
+class TileSizes:
+    """``nl.tile_size`` as the kernel sees it."""
+    pmax: int
+    psum_fmax: int
+    gemm_stationary_fmax: int
+    gemm_moving_fmax: int
+    bn_stats_fmax: int
+    psum_num_banks: int
+
+
+@dataclass(frozen=True)
+class TensorEngineRules:
+    """Limits of one ``nc_matmul`` (stationary [K, M], moving [K, N] -> PSUM [M, N])."""
+    max_contraction: int
+    max_stationary_free: int
+    max_moving_free: int
+    max_moving_free_16bit_out: int
+    input_dtypes: Tuple[str, ...]
+    output_dtypes: Tuple[str, ...]
+    transpose_keeps_16bit: bool
+    double_row: bool
+    mx: bool
+    tile_granularity: int
+    max_row_tiles: int
+    max_column_tiles: int
+
+
+@dataclass(frozen=True)
+class AccessRules:
+    """Engine access-pattern rules shared by Vector, Scalar and GpSimd instructions."""
+    max_free_elements_sbuf: int
+    max_free_elements_psum: int
+    max_free_dims: int
+    partition_alignment: Tuple[Tuple[int, ...], ...]  # (max partitions, start must be a multiple of)
+    bn_stats_fmax: int
+    max8_min: int
+    max8_max: int
+
+
+@dataclass(frozen=True)
+class EngineMemoryAccess:
+    """Which memories an engine reads/writes: strings over {'r','w'} (empty = no access)."""
+    sbuf: str
+    psum: str
+    hbm: str
+
+
+@dataclass(frozen=True)
+class EngineAccessTable:
+    tensor: EngineMemoryAccess
+    vector: EngineMemoryAccess
+    scalar: EngineMemoryAccess
+    gpsimd: EngineMemoryAccess
+    dma: EngineMemoryAccess
+
+
+@dataclass(frozen=True)
+class Clocks:
+    tensor_hz: float
+    vector_hz: float
+    scalar_hz: float
+    gpsimd_hz: float
+    profiler_base_hz: float
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """One NeuronCore generation (v2 = Trn1/Inf2, v3 = Trn2, v4 = Trn3)."""
+    key: str
+    name: str
+    generation: int
+    nc_version: str
+    sbuf: OnChipMemory
+    psum: OnChipMemory
+    tile_size: TileSizes
+    tensor: TensorEngineRules
+    access: AccessRules
+    engines: EngineAccessTable
+    clocks: Clocks
+    dma_engines: int
+    dma_queues_per_engine: int
+    dtypes: Tuple[str, ...]
+    lnc: Tuple[int, ...]
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source(self, path: str) -> str:
+        return self.sources.get(f"{self.key}.{path}", "n/s")
+
+
+@dataclass(frozen=True)
+class PeakFlops:
+    """Vendor-stated peak throughput of one chip, FLOP/s (OP/s for int8); None where not stated.
+
+    These are the printed chip totals, which are not n_cores x per-core figures (hardware.md 12.4);
+    they serve headlines and instance checks, never the timing model.
+    """
+    bf16: Optional[float] = None
+    fp8: Optional[float] = None
+    mxfp8: Optional[float] = None
+    sparse: Optional[float] = None
+    fp32: Optional[float] = None
+    int8: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """A Trainium/Inferentia chip: cores of one generation plus HBM and links."""
+    key: str
+    name: str
+    core: str
+    cores: int
+    hbm_bytes: int
+    hbm_bandwidth_bytes_per_s: float
+    hbm_stacks: int
+    target: str
+    neuronlink_ports: int = 0
+    chip_link_bandwidth_bytes_per_s: float = 0.0
+    cc_cores: int = 0
+    dma_bandwidth_bytes_per_s: float = 0.0
+    peak_flops: PeakFlops = field(default_factory=PeakFlops)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def hbm_bytes_per_core(self) -> int:
+        return self.hbm_bytes // self.cores
+
+
+@dataclass(frozen=True)
+class StatedAggregates:
+    """Instance or UltraServer totals exactly as the docs print them (SI units); None = not printed.
+
+    Kept apart from chip x count so the two can be checked against each other.
+    """
+    bf16_flops: Optional[float] = None
+    fp8_flops: Optional[float] = None
+    mxfp8_flops: Optional[float] = None
+    sparse_flops: Optional[float] = None
+    fp32_flops: Optional[float] = None
+    hbm_bytes: Optional[int] = None
+    hbm_bandwidth_bytes_per_s: Optional[float] = None
+    efa_bandwidth_bits_per_s: Optional[float] = None
+
+
+TOPOLOGIES = ("single", "ring", "torus2d", "torus3d", "switch")
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """An EC2 instance or an UltraServer: ``chips`` chips of one kind, their fabric and EFA.
+
+    Link bandwidths are per chip; ``nodes`` is the number of servers (instances) joined into one
+    UltraServer (1 for a plain instance) and ``node`` the instance key of one such server.
+    """
+    key: str
+    name: str
+    kind: str  # "instance" or "ultraserver"
+    chip: str
+    chips: int
+    vcpus: int
+    host_memory_bytes: int
+    topology: str  # one of TOPOLOGIES
+    topology_dims: Tuple[int, ...] = ()
+    switch_levels: int = 0
+    switch_level_bandwidth_bytes_per_s: Tuple[float, ...] = ()
+    chip_link_bandwidth_bytes_per_s: float = 0.0
+    inter_node_link_bandwidth_bytes_per_s: float = 0.0
+    efa_bandwidth_bits_per_s: Optional[float] = None
+    nodes: int = 1
+    node: str = ""
+    aliases: Tuple[str, ...] = ()
+    stated: StatedAggregates = field(default_factory=StatedAggregates)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def chips_per_node(self) -> int:
+        return self.chips // self.nodes
+
+    @property
+    def efa_bits_per_s_per_chip(self) -> Optional[float]:
+        return None if self.efa_bandwidth_bits_per_s is None else self.efa_bandwidth_bits_per_s / self.chips
+
+    def source(self, path: str) -> str:
+        return self.sources.get(f"{self.key}.{path}", "n/s")

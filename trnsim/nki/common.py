@@ -1,0 +1,216 @@
+"""Front-end pieces both API generations share: tile_size, dtype limits, iterators, program ids,
+host-side casts, and the registration of ``nl.*`` functions as ALU tokens."""
+from __future__ import annotations
+
+import builtins
+from enum import IntEnum
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import KernelError
+from ..options import Options
+from .core import dtypes as dt
+from .core.alu import register_token
+from .core.context import current, maybe_current
+
+
+def _core_spec():
+    ctx = maybe_current()
+    if ctx is not None:
+        return ctx.spec
+    from ..hardware import load_catalog
+    opts = Options.from_env()
+    return load_catalog(opts.hardware_file).core_for(opts.target)
+
+
+class _TileSize:
+    """``nl.tile_size``: plain ints for the current (or environment-selected) generation."""
+
+    @property
+    def pmax(self) -> int:
+        return _core_spec().tile_size.pmax
+
+    @property
+    def psum_fmax(self) -> int:
+        return _core_spec().tile_size.psum_fmax
+
+    psum_bank_fmax = psum_fmax
+
+    @property
+    def psum_bank_fmax_bytes(self) -> int:
+        return _core_spec().psum.bank_bytes
+
+    @property
+    def psum_num_banks(self) -> int:
+        return _core_spec().tile_size.psum_num_banks
+
+    @property
+    def gemm_stationary_fmax(self) -> int:
+        return _core_spec().tile_size.gemm_stationary_fmax
+
+    @property
+    def gemm_moving_fmax(self) -> int:
+        return _core_spec().tile_size.gemm_moving_fmax
+
+    @property
+    def bn_stats_fmax(self) -> int:
+        return _core_spec().tile_size.bn_stats_fmax
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return _core_spec().sbuf.usable_bytes_per_partition
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return _core_spec().sbuf.bytes_per_partition
+
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        return _core_spec().sbuf.usable_bytes_per_partition
+
+    def __repr__(self):
+        return f"tile_size(pmax={self.pmax}, psum_fmax={self.psum_fmax}, ...)"
+
+
+tile_size = _TileSize()
+
+
+class _Limits:
+    def __init__(self, d):
+        f = dt.finfo(d)
+        self.min = float(f.min)
+        self.max = float(f.max)
+        self.eps = float(getattr(f, "eps", 0))
+        self.tiny = float(getattr(f, "tiny", 0))
+
+
+fp32 = _Limits(dt.float32)
+bfp16 = _Limits(dt.bfloat16)
+
+
+def finfo(d):
+    return dt.finfo(d)
+
+
+class NcVersion(IntEnum):
+    """``nisa.nc_version``: compared with >= in kernels."""
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> NcVersion:
+    return NcVersion(_core_spec().generation)
+
+
+def get_nc_sub_version() -> int:
+    return 0
+
+
+def _ints(*a):
+    out = []
+    for x in a:
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            raise KernelError("loop bounds must be integers known when the kernel is traced",
+                              rule="loop-bounds", value=repr(x))
+        out.append(int(x))
+    return out
+
+
+def _loop(r, traced_once: bool):
+    """Iterate ``r``, recording in the kernel context which iteration of which loop is running.
+
+    Legacy NKI traces the body of affine/sequential loops once, so Python side effects in the body
+    (e.g. ``cur_addr += size`` between manual allocations) happen once; allocation uses this to
+    give later iterations the placement of the first (see alloc.py)."""
+    ctx = maybe_current()
+    if ctx is None:
+        yield from r
+        return
+    frame = [0, traced_once]
+    ctx.loops.append(frame)
+    try:
+        for k, i in enumerate(r):
+            frame[0] = k
+            yield i
+    finally:
+        for j in range(len(ctx.loops) - 1, -1, -1):  # by identity: equal frames are distinct loops
+            if ctx.loops[j] is frame:
+                del ctx.loops[j]
+                break
+
+
+def affine_range(*args, **kw):
+    """Iterations without carried dependencies (the simulator runs them in order)."""
+    return _loop(builtins.range(*_ints(*args)), True)
+
+
+def sequential_range(*args, **kw):
+    return _loop(builtins.range(*_ints(*args)), True)
+
+
+def static_range(*args, **kw):
+    """Unrolled at trace time: every iteration is traced."""
+    return _loop(builtins.range(*_ints(*args)), False)
+
+
+def program_id(axis: int = 0) -> int:
+    ctx = current()
+    if not ctx.program_id:
+        return 0
+    if not 0 <= int(axis) < len(ctx.program_id):
+        raise KernelError(f"program_id axis {axis} outside the launch grid {ctx.grid}",
+                          rule="program-id-axis", limit=len(ctx.program_id), value=axis)
+    return int(ctx.program_id[int(axis)])
+
+
+def num_programs(axes=None) -> int:
+    ctx = current()
+    grid = ctx.grid or ()
+    if axes is None:
+        n = 1
+        for g in grid:
+            n *= g
+        return n
+    if isinstance(axes, (tuple, list)):
+        n = 1
+        for a in axes:
+            n *= grid[int(a)] if int(a) < len(grid) else 1
+        return n
+    a = int(axes)
+    return grid[a] if a < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(current().grid or ())
+
+
+def static_cast(input_data, dtype):
+    """Host-side cast of a numpy array or scalar (``nl.static_cast``), RNE via ml_dtypes."""
+    d = dt.as_dtype(dtype)
+    a = np.asarray(input_data)
+    if a.dtype == d:
+        return a.copy()
+    if d in dt.LOW_PRECISION_FLOATS and a.dtype.kind in "iu":
+        a = a.astype(np.float32)
+    if a.dtype in dt.LOW_PRECISION_FLOATS and d.kind in "iu":
+        a = a.astype(np.float32)
+    return a.astype(d)
+
+
+def device_print(prefix, tensor=None, *args, **kw):
+    """Print a tensor's values from inside a kernel (simulator only)."""
+    from .core.tensor import NkiTensor
+    t = tensor if tensor is not None else (args[0] if args else None)
+    if isinstance(t, NkiTensor):
+        print(prefix, np.asarray(t.array()).astype(np.float32) if t.dtype in dt.LOW_PRECISION_FLOATS
+              else t.array())
+    else:
+        print(prefix, t)
+
+
+def alu(name: str, fn: Callable) -> Callable:
+    """Register an ``nl.*`` function as the ALU/activation token ``name``."""
+    register_token(fn, name)
+    return fn

@@ -1,0 +1,366 @@
+"""The state of one running kernel instance: target core, options, memories, trace, program ids."""
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ...errors import (CapacityError, KernelError, ShapeError, UninitializedReadError,
+                       UninitializedReadWarning)
+from ...hardware import load_catalog
+from ...hardware.schema import ChipSpec, CoreSpec, OnChipMemory
+from ...options import Options
+from ...source import SourceLoc, describe, user_loc
+from . import dtypes as dt
+from .storage import Storage
+from .trace import Instruction, Region, Trace
+
+_tls = threading.local()
+
+
+def current() -> "KernelContext":
+    ctx = getattr(_tls, "ctx", None)
+    if ctx is None:
+        raise KernelError("this NKI API can only be called inside a running kernel "
+                          "(call the kernel through nki.jit / simulate_kernel / nki.simulate)",
+                          rule="err_nki_api_outside_of_nki_kernel", where=describe(user_loc()))
+    return ctx
+
+
+def maybe_current() -> Optional["KernelContext"]:
+    return getattr(_tls, "ctx", None)
+
+
+class Accountant:
+    """Capacity of one on-chip memory, checked with compiler-style liveness.
+
+    An automatically placed tensor is live from its allocation to the last instruction that reads
+    or writes it (Python references that linger after the last use do not count, as they do not
+    for the NKI compiler).  Manually placed tensors reserve bytes [0, end) of their partitions.
+    The peak is found by a sweep when the kernel instance finishes (``check``).
+    """
+
+    def __init__(self, memory: str, spec: OnChipMemory):
+        self.memory = memory
+        self.spec = spec
+        self.capacity = spec.bytes_per_partition
+        self.intervals: Dict[int, list] = {}   # storage id -> [first, last, bytes, name, loc]
+        self.manual_end = 0
+        self.manual_names: List[str] = []
+        self.peak = 0
+
+    def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
+        st.accountant = self
+        st.accounted = True
+        if row_bytes > self.capacity:
+            raise CapacityError(
+                f"{self.memory.upper()} tensor '{st.name}' alone needs {row_bytes} B per partition",
+                rule=f"{self.memory}-capacity", limit=f"{self.capacity} B per partition",
+                value=f"{row_bytes} B per partition", where=describe(user_loc()))
+        self.intervals[st.id] = [first, first, row_bytes, st.name, st.loc]
+
+    def touch(self, sid: int, idx: int) -> None:
+        iv = self.intervals.get(sid)
+        if iv is not None:
+            iv[1] = idx
+
+    def charge_manual(self, st: Storage, p0: int, parts: int, end: int) -> None:
+        st.accountant = self
+        st.accounted = True
+        if end > self.manual_end:
+            self.manual_end = end
+        self.manual_names.append(st.name)
+
+    def release(self, st: Storage) -> None:
+        st.accountant = None
+
+    def check(self) -> None:
+        """Raise if live automatically placed tensors plus manual reservations exceed capacity."""
+        events = []
+        for sid, (first, last, nbytes, name, loc) in self.intervals.items():
+            events.append((first, 1, nbytes, sid))
+            events.append((last + 1, 0, nbytes, sid))
+        events.sort(key=lambda e: (e[0], e[1]))
+        used = self.manual_end
+        live = set()
+        for pos, kind, nbytes, sid in events:
+            if kind:
+                used += nbytes
+                live.add(sid)
+                if used > self.peak:
+                    self.peak = used
+                if used > self.capacity:
+                    self._overflow(sid, used, live)
+            else:
+                used -= nbytes
+                live.discard(sid)
+
+    def _overflow(self, sid: int, used: int, live: set) -> None:
+        first, last, nbytes, name, loc = self.intervals[sid]
+        big = sorted((self.intervals[i] for i in live), key=lambda x: -x[2])[:6]
+        listing = "; ".join(
+            f"{n} {b} B (line {lc.line})" if lc else f"{n} {b} B" for _, _, b, n, lc in big)
+        manual = f"; manual placements reserve {self.manual_end} B" if self.manual_end else ""
+        raise CapacityError(
+            f"{self.memory.upper()} overflow: allocating '{name}' ({nbytes} B per partition) while "
+            f"these are live: {listing}{manual}", rule=f"{self.memory}-capacity",
+            limit=f"{self.capacity} B per partition", value=f"{used} B per partition",
+            where=describe(loc) if loc else None,
+            hint="shrink or reuse tiles, end a tile's use earlier, or use a narrower dtype")
+
+
+class ManualMemory:
+    """The single physical SBUF or PSUM buffer of a core, used by manually placed tensors."""
+
+    def __init__(self, memory: str, spec: OnChipMemory, fill: str):
+        self.memory = memory
+        self.spec = spec
+        n = spec.partitions * spec.bytes_per_partition
+        self.data = np.empty(n, dtype=np.uint8)
+        self.data[:] = 0xFF if fill == "nan" else 0  # 0xFFFF.. is a NaN in every float format
+        self.init = np.zeros(n, dtype=np.uint8)
+        self.owner = np.zeros(n, dtype=np.int32)  # allocation+block that last wrote each byte
+        self.region_id = next(_region_ids)
+        self.owners: Dict[Any, int] = {}
+        self.owner_names: Dict[int, str] = {}
+
+    def owner_id(self, key, name: str) -> int:
+        i = self.owners.get(key)
+        if i is None:
+            i = len(self.owners) + 1
+            self.owners[key] = i
+            self.owner_names[i] = name
+        return i
+
+
+_region_ids = itertools.count(10 ** 9)
+
+
+class KernelContext:
+    """Everything a running kernel instance touches.  One per program instance / logical core."""
+
+    def __init__(self, *, options: Options, api: str, core_id: int = 0,
+                 program_id: Tuple[int, ...] = (), grid: Tuple[int, ...] = (),
+                 trace: Optional[Trace] = None, shared: Optional[dict] = None,
+                 kernel_name: str = "kernel", lnc: int = 1):
+        cat = load_catalog(options.hardware_file)
+        self.catalog = cat
+        self.chip: ChipSpec = cat.chip_for(options.target)
+        self.spec: CoreSpec = cat.cores[self.chip.core]
+        self.options = options
+        self.api = api  # "legacy" | "new"
+        conv = cat.numerics.get("conversion", {})
+        self.convert = dt.Converter(precise=options.precise_fp,
+                                    stochastic=options.stochastic_rounding,
+                                    seed=options.seed + 7919 * core_id,
+                                    float_to_int_rounding=conv.get("float_to_int_rounding", "rne"),
+                                    float_to_int_overflow=conv.get("float_to_int_overflow", "saturate"))
+        self.numerics = not options.timing_only
+        self.core_id = core_id
+        self.program_id = program_id
+        self.grid = grid
+        self.lnc = lnc
+        self.trace = trace if trace is not None else Trace(target=options.target)
+        self.shared = shared if shared is not None else {}
+        self.kernel_name = kernel_name
+        self.sbuf = Accountant("sbuf", self.spec.sbuf)
+        self.psum = Accountant("psum", self.spec.psum)
+        self.hbm_used = 0
+        self._manual: Dict[str, ManualMemory] = {}
+        self.uninit_origins: List[str] = []
+        self.uninit_reported: set = set()
+        self.rng = np.random.default_rng(options.seed + 1000003 * core_id)
+        self.name_counter = itertools.count()
+        self.shared_hbm_seq = 0
+        self.depth = 0  # nesting of inline sub-kernel calls
+        self.loops: list = []  # [iteration, traced_once] per active nl.*_range loop
+        self.placements: dict = {}  # manual allocation call stack -> first placement
+
+    # -- memories ---------------------------------------------------------------------------
+    def manual(self, memory: str) -> ManualMemory:
+        m = self._manual.get(memory)
+        if m is None:
+            m = ManualMemory(memory, self.spec.sbuf if memory == "sbuf" else self.spec.psum,
+                             self.options.uninit)
+            self._manual[memory] = m
+        return m
+
+    def accountant(self, memory: str) -> Accountant:
+        return self.sbuf if memory == "sbuf" else self.psum
+
+    def new_storage(self, memory: str, kind: str, name: Optional[str], nbytes: int,
+                    sdtype: np.dtype, partitions: int, pstride: int, *, account: bool,
+                    loc: Optional[SourceLoc] = None) -> Storage:
+        if name is None or name == "":
+            name = f"t{next(self.name_counter)}"
+        fill = None if not self.numerics else self.options.uninit
+        st = Storage(memory=memory, kind=kind, name=name, nbytes=nbytes, sdtype=sdtype,
+                     partitions=partitions, pstride=pstride, loc=loc or user_loc(), fill=fill)
+        if account:
+            self.charge(st)
+        return st
+
+    def charge(self, st: Storage) -> None:
+        """Count a storage against its memory's capacity (at allocation, or when a temporary
+        result is first used as an operand)."""
+        if st.accounted:
+            return
+        if st.memory == "hbm":
+            cap = self.chip.hbm_bytes_per_core
+            self.hbm_used += st.nbytes
+            st.accounted = True
+            if self.hbm_used > cap:
+                raise CapacityError(f"HBM overflow allocating '{st.name}' ({st.nbytes} B)",
+                                    rule="hbm-capacity", limit=f"{cap} B per NeuronCore",
+                                    value=f"{self.hbm_used} B", where=describe(user_loc()))
+            return
+        self.accountant(st.memory).charge(st, 0, st.partitions, st.row_bytes,
+                                          len(self.trace.instructions))
+
+    # -- trace ------------------------------------------------------------------------------
+    def record(self, engine: str, opcode: str, reads, writes, partitions: int, free: int,
+               dtype_in: str, dtype_out: str, attrs: Tuple = (), loc: Optional[SourceLoc] = None
+               ) -> int:
+        tr = self.trace
+        idx = len(tr.instructions)
+        ins = Instruction(idx, engine, opcode,
+                          tuple(tr.intern(r) for r in reads), tuple(tr.intern(r) for r in writes),
+                          int(partitions), int(free), dtype_in, dtype_out, tuple(attrs),
+                          loc if loc is not None else user_loc(), self.core_id)
+        for r in reads:
+            m = r.memory
+            if m == "sbuf":
+                self.sbuf.touch(r.tensor, idx)
+            elif m == "psum":
+                self.psum.touch(r.tensor, idx)
+        for r in writes:
+            m = r.memory
+            if m == "sbuf":
+                self.sbuf.touch(r.tensor, idx)
+            elif m == "psum":
+                self.psum.touch(r.tensor, idx)
+        return tr.append(ins)
+
+    def touch(self, r: Region, idx: int) -> None:
+        if r.memory == "sbuf":
+            self.sbuf.touch(r.tensor, idx)
+        elif r.memory == "psum":
+            self.psum.touch(r.tensor, idx)
+
+    def check_capacity(self) -> None:
+        """End of a kernel instance: peak SBUF/PSUM use under compiler-style liveness."""
+        self.sbuf.check()
+        self.psum.check()
+
+    # -- uninitialized values -----------------------------------------------------------------
+    def note_uninit_read(self, t, what: str) -> None:
+        if len(self.uninit_origins) < 8:
+            st = t._st
+            where = f"{st.loc.file.split('/')[-1]}:{st.loc.line}" if st.loc else "?"
+            loc = user_loc()
+            self.uninit_origins.append(
+                f"{what} reads never-written {st.memory.upper()} tensor '{t.name}' (allocated at "
+                f"{where}) at {loc.file.split('/')[-1]}:{loc.line}")
+
+    def report_uninit(self, message: str, rule: str = "uninitialized-read") -> None:
+        """A never-written value reached an output: warning, or error under TRNSIM_STRICT=1."""
+        loc = user_loc()
+        key = (loc, rule)
+        if key in self.uninit_reported:
+            return
+        self.uninit_reported.add(key)
+        origins = ("; origin: " + " | ".join(self.uninit_origins[:3])) if self.uninit_origins else ""
+        text = message + origins
+        if self.options.strict:
+            raise UninitializedReadError(text, rule=rule, where=describe(loc))
+        warnings.warn(UninitializedReadWarning(f"[{rule}] {text} at {loc.file}:{loc.line}"),
+                      stacklevel=2)
+
+
+class running:
+    """Context manager making ``ctx`` the current kernel context of this thread."""
+
+    def __init__(self, ctx: KernelContext):
+        self.ctx = ctx
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "ctx", None)
+        _tls.ctx = self.ctx
+        return self.ctx
+
+    def __exit__(self, *exc):
+        _tls.ctx = self.prev
+        return False
+
+
+# -- regions ---------------------------------------------------------------------------------
+def region(t) -> Region:
+    """The Region a tensor view covers (bounding box for gathers, flagged indirect)."""
+    st = t._st
+    g = t._gather
+    indirect = False
+    if g is not None:
+        t = g.base
+        indirect = True
+    shape, strides, off = t._shape, t._strides, t._off
+    isz = st.sdtype.itemsize
+    n = 1
+    for s in shape:
+        n *= s
+    if g is not None:
+        n = 1
+        for s in g.shape:
+            n *= s
+    if st.memory == "hbm":
+        lo = hi = off
+        for c, s in zip(shape, strides):
+            if c > 1:
+                span = (c - 1) * s
+                if span < 0:
+                    lo += span
+                else:
+                    hi += span
+        run = isz
+        for c, s in zip(reversed(shape), reversed(strides)):
+            if c == 1:
+                continue
+            if s == run:
+                run *= c
+            else:
+                break
+        return Region("hbm", st.region_id, st.name, 0, 1, lo - st.base_off, hi + isz - st.base_off,
+                      n, dt.name(t._dtype), run, indirect)
+    ps = st.pstride
+    p0, b0 = divmod(off, ps)
+    parts = 1
+    lo = hi = b0
+    pd = t._pdim or 0
+    for i, (c, s) in enumerate(zip(shape, strides)):
+        if c <= 1:
+            continue
+        if i == pd and s == ps:
+            parts = c
+            continue
+        if i == pd and s % ps == 0 and s != 0:
+            parts = (c - 1) * (s // ps) + 1
+            continue
+        span = (c - 1) * s
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    run = isz
+    for i in range(len(shape) - 1, -1, -1):
+        c, s = shape[i], strides[i]
+        if i == pd or c == 1:
+            continue
+        if s == run:
+            run *= c
+        else:
+            break
+    return Region(st.memory, st.region_id, st.name, p0, parts, lo, hi + isz, n,
+                  dt.name(t._dtype), run, indirect)

@@ -1,0 +1,91 @@
+"""Storage: the bytes behind tensors (one allocation), with initialization and ownership tracking.
+
+A tensor view is (storage, byte offset, shape, byte strides), so every view of an allocation shares
+one buffer, as views do on hardware.  Auto-allocated on-chip tensors get their own buffer laid out
+partition-major (partition p at byte ``p * pstride``); manually placed tensors (``mod_alloc``,
+``alloc``, ``address=``) are views into the core's single SBUF/PSUM buffer, so aliasing behaves as on
+the chip.  ``init`` is a byte map parallel to the data: 1 where the byte holds a written value.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Optional
+
+import numpy as np
+
+_ids = itertools.count(1)
+
+HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
+
+
+class Storage:
+    __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "init", "full", "sdtype",
+                 "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
+                 "manual", "loc", "owner", "is_output", "mutable", "base_off", "row_bytes",
+                 "__weakref__")
+
+    def __init__(self, *, memory: str, kind: str, name: str, nbytes: int, sdtype: np.dtype,
+                 partitions: int, pstride: int, loc=None, data: Optional[np.ndarray] = None,
+                 init: Optional[np.ndarray] = None, region_id: Optional[int] = None,
+                 full: bool = False, fill: Optional[str] = "nan", readonly: bool = False):
+        self.id = next(_ids)
+        self.region_id = self.id if region_id is None else region_id
+        self.memory = memory          # "hbm" | "sbuf" | "psum"
+        self.kind = kind              # hbm kinds, or memory for on-chip
+        self.name = name
+        self.sdtype = sdtype
+        self.pstride = pstride        # bytes per partition row (on-chip); 0 for HBM
+        self.partitions = partitions
+        self.nbytes = nbytes
+        self.loc = loc
+        self.readonly = readonly
+        self.accounted = False
+        self.accountant = None
+        self.manual = data is not None and init is not None
+        self.owner = None
+        self.is_output = False
+        self.mutable = False
+        self.base_off = 0           # where this allocation starts in ``data`` (manual placement)
+        self.row_bytes = pstride    # bytes per partition of this allocation (on-chip)
+        if data is None:
+            data = np.empty(max(nbytes, 1), dtype=np.uint8)
+            if fill is not None and nbytes:
+                _fill(data[:nbytes], sdtype, fill)
+        self.data = data
+        if init is None:
+            init = np.ones(1, np.uint8) if full else np.zeros(max(nbytes, 1), dtype=np.uint8)
+        self.init = init
+        self.full = full
+
+    def ensure_init_map(self) -> None:
+        """Give a fully-initialized storage a real init map (before a partial, tainted write)."""
+        if self.full and self.init.size < self.nbytes:
+            self.init = np.ones(max(self.nbytes, 1), dtype=np.uint8)
+
+    def __del__(self):
+        acc = self.accountant
+        if acc is not None:
+            try:
+                acc.release(self)
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+
+    def __repr__(self):
+        return f"Storage({self.name!r}, {self.kind}, {self.nbytes} B)"
+
+
+def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:
+    """Fresh allocations hold NaN (floats) or a marker (ints) so reads of garbage show up."""
+    if fill == "zero":
+        buf[:] = 0
+        return
+    n = buf.nbytes // sdtype.itemsize
+    typed = buf[: n * sdtype.itemsize].view(sdtype)
+    if sdtype.kind == "f" or sdtype.kind == "V" or str(sdtype) in ("bfloat16",) or \
+            sdtype.name.startswith("float"):
+        try:
+            typed[:] = np.nan
+            return
+        except (ValueError, TypeError):
+            pass
+    typed[:] = 4 if sdtype.kind in "iu" else 0  # the official simulator's integer sentinel

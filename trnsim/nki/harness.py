@@ -1,0 +1,404 @@
+"""Launching kernels: argument conversion, SPMD grids (legacy) and LNC (new API), nested sub-kernel
+calls, results back as numpy (or torch when torch came in), and the trace of the run.
+
+Both API generations share this; their front ends (legacy/, newapi/) only differ in signatures.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import itertools
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import KernelError, LaunchError, TrnsimError
+from ..options import Options
+from ..source import describe, strip_internal_frames, user_loc
+from .core import dtypes as dt
+from .core.context import KernelContext, maybe_current, running
+from .core.storage import Storage
+from .core.tensor import NkiTensor
+from .core.trace import Trace
+
+_last = threading.local()
+
+
+class SpmdDim(int):
+    """``nl.spmd_dim(n, nl.nc(k))`` / ``nl.nc(k) * n``: a grid dim spread over k NeuronCores."""
+
+    def __new__(cls, n, cores: int = 1):
+        obj = super().__new__(cls, int(n))
+        obj.cores = int(cores)
+        return obj
+
+
+class NC:
+    """``nl.nc(k)``: k NeuronCores; ``nl.nc(2) * 4`` is ``spmd_dim(8, nc(2))``."""
+
+    def __init__(self, k: int):
+        self.k = int(k)
+
+    def __mul__(self, n):
+        return SpmdDim(int(n) * self.k, self.k)
+
+    __rmul__ = __mul__
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What one launch produced: outputs, the trace of every core, warnings."""
+    outputs: Any
+    traces: List[Trace]
+    options: Options
+    grid: Tuple[int, ...]
+    lnc: int
+
+
+def last_run() -> Optional[RunResult]:
+    """The most recent top-level launch in this thread (used by benchmark/profile/trace)."""
+    return getattr(_last, "run", None)
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _to_numpy(x) -> np.ndarray:
+    import torch  # only reached when a torch tensor was passed
+    t = x.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(dt.bfloat16)
+    if str(t.dtype).startswith("torch.float8"):
+        name = str(t.dtype).replace("torch.", "")
+        return t.contiguous().view(torch.uint8).numpy().view(dt.as_dtype(name))
+    return t.numpy()
+
+
+def _to_torch(a: np.ndarray):
+    import torch
+    if a.dtype == dt.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    if a.dtype in (dt.float8_e4m3fn, dt.float8_e5m2):
+        t = torch.from_numpy(np.ascontiguousarray(a).view(np.uint8))
+        return t.view(getattr(torch, dt.name(a.dtype)))
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _host_dtype(a: np.ndarray) -> np.dtype:
+    d = a.dtype
+    if d == np.float64:
+        return dt.float32   # NKI has no fp64; host fp64 arrays arrive as fp32
+    if d == np.int64:
+        return dt.int32     # 64-bit ints are narrowed to 32 bit (DT)
+    if d == np.uint64:
+        return dt.uint32
+    return dt.as_dtype(d)
+
+
+class _Inputs:
+    """Host arrays turned into HBM tensors shared by every program instance of one launch."""
+
+    def __init__(self, options: Options, mutable: set, writable_all: bool):
+        self.options = options
+        self.mutable = mutable
+        self.writable_all = writable_all
+        self.tensors: List[Tuple[NkiTensor, Any]] = []
+        self.any_torch = False
+
+    def convert(self, x, pname: Optional[str] = None):
+        if _is_torch(x) and hasattr(x, "detach"):
+            self.any_torch = True
+            arr = _to_numpy(x)
+            return self._tensor(arr, x, pname)
+        if isinstance(x, np.ndarray):
+            return self._tensor(x, x, pname)
+        if isinstance(x, tuple):
+            return tuple(self.convert(v, pname) for v in x)
+        if isinstance(x, list):
+            return [self.convert(v, pname) for v in x]
+        if isinstance(x, np.generic):
+            return x
+        return x
+
+    def _tensor(self, arr: np.ndarray, original, pname) -> NkiTensor:
+        d = _host_dtype(arr)
+        sd = dt.storage_dtype(d, self.options.precise_fp)
+        data = np.ascontiguousarray(arr)
+        if data.dtype != sd:
+            if data.dtype.kind == "f" or data.dtype in dt.LOW_PRECISION_FLOATS:
+                data = data.astype(np.float32).astype(sd) if sd != np.float32 else data.astype(sd)
+            else:
+                data = data.astype(sd)
+        shape = tuple(data.shape) if data.ndim else (1,)
+        nbytes = max(data.nbytes, sd.itemsize)
+        buf = np.empty(nbytes, np.uint8)
+        buf[:data.nbytes] = data.reshape(-1).view(np.uint8)
+        writable = self.writable_all or (pname in self.mutable)
+        st = Storage(memory="hbm", kind="shared_hbm", name=pname or "input", nbytes=nbytes,
+                     sdtype=sd, partitions=1, pstride=0, data=buf, full=True,
+                     readonly=not writable, loc=None)
+        st.manual = False
+        st.init = np.ones(1, np.uint8)
+        st.mutable = writable
+        strides = []
+        acc = sd.itemsize
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        t = NkiTensor(st, 0, shape, tuple(reversed(strides)), d, None, owner=st.id,
+                      name=pname or "input")
+        self.tensors.append((t, original))
+        return t
+
+    def write_back(self) -> None:
+        """Copy writes to mutable input tensors back into the caller's arrays."""
+        for t, orig in self.tensors:
+            if not t._st.mutable:
+                continue
+            vals = t.array()
+            if isinstance(orig, np.ndarray) and orig.flags.writeable:
+                src = vals.reshape(orig.shape) if orig.ndim else vals.reshape(())
+                np.copyto(orig, src.astype(orig.dtype, copy=False), casting="unsafe")
+            elif _is_torch(orig):
+                import torch
+                with torch.no_grad():
+                    orig.copy_(_to_torch(np.array(vals)).reshape(orig.shape))
+
+
+def _mutable_params(fn: Callable) -> set:
+    out = set()
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return out
+    for name, p in sig.parameters.items():
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            continue
+        if getattr(ann, "_trnsim_mutable", False) or "mutable_tensor" in str(ann):
+            out.add(name)
+    return out
+
+
+def _bind_names(fn: Callable, args, kwargs) -> Tuple[List[Optional[str]], Dict[str, str]]:
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i] if i < len(params) else None for i in range(len(args))]
+    return names, {k: k for k in kwargs}
+
+
+def _outputs(ret, as_torch: bool):
+    if isinstance(ret, NkiTensor):
+        if ret._st.memory != "hbm":
+            raise LaunchError(f"a kernel must return HBM tensors; '{ret.name}' is in "
+                              f"{ret._st.memory.upper()} (store it into an nl.shared_hbm tensor)",
+                              rule="kernel-output-memory", value=ret._st.memory)
+        a = np.array(ret.array(), copy=True)
+        if ret._st.sdtype != dt.storage_dtype(ret.dtype, True) and ret.dtype in dt.LOW_PRECISION_FLOATS:
+            a = a.astype(ret.dtype)  # NKI_PRECISE_FP=0 kept fp32 internally
+        if ret.dtype != a.dtype and ret.dtype.fields is None:
+            a = a.view(ret.dtype) if a.dtype.itemsize == ret.dtype.itemsize else a
+        return _to_torch(a) if as_torch else a
+    if isinstance(ret, tuple):
+        return tuple(_outputs(r, as_torch) for r in ret)
+    if isinstance(ret, list):
+        return [_outputs(r, as_torch) for r in ret]
+    if isinstance(ret, dict):
+        return {k: _outputs(v, as_torch) for k, v in ret.items()}
+    return ret
+
+
+def _check_outputs_written(ctx: KernelContext, ret) -> None:
+    tensors = []
+
+    def walk(r):
+        if isinstance(r, NkiTensor):
+            tensors.append(r)
+        elif isinstance(r, (tuple, list)):
+            for x in r:
+                walk(x)
+        elif isinstance(r, dict):
+            for x in r.values():
+                walk(x)
+    walk(ret)
+    for t in tensors:
+        st = t._st
+        if st.memory == "hbm" and not st.full and not st.mutable:
+            iv = t.init_view()
+            if iv is not None and not iv.all():
+                n = int(iv.size - np.count_nonzero(iv))
+                ctx.report_uninit(f"output '{t.name}' has {n} of {iv.size} elements never written by "
+                                  "the kernel", rule="err_tensor_output_not_written_to")
+
+
+def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (), lnc: int = 1,
+           options: Optional[Options] = None, writable_inputs: bool = False,
+           kernel_name: Optional[str] = None) -> RunResult:
+    """Run ``fn`` as a top-level kernel: every grid point (legacy) or LNC core (new API)."""
+    __tracebackhide__ = True
+    opts = options or Options.from_env()
+    mutable = _mutable_params(fn)
+    names, _ = _bind_names(fn, args, kwargs)
+    inputs = _Inputs(opts, mutable, writable_inputs)
+    cargs = tuple(inputs.convert(a, n) for a, n in zip(args, names))
+    ckw = {k: inputs.convert(v, k) for k, v in kwargs.items()}
+    grid = tuple(int(g) for g in grid)
+    for g in grid:
+        if g <= 0:
+            raise LaunchError(f"launch grid dims must be positive, got {grid}", rule="launch-grid",
+                              value=grid)
+    kname = kernel_name or getattr(fn, "__name__", "kernel")
+    shared: dict = {}
+    traces: List[Trace] = []
+    ret = None
+    try:
+        if lnc > 1:
+            ret, traces = _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname)
+        else:
+            trace = Trace(target=opts.target, meta={"kernel": kname, "grid": list(grid), "lnc": 1})
+            traces = [trace]
+            points = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
+            for pid in points:
+                ctx = KernelContext(options=opts, api=api, core_id=0, program_id=pid, grid=grid,
+                                    trace=trace, shared=shared, kernel_name=kname, lnc=1)
+                with running(ctx):
+                    ret = fn(*cargs, **ckw)
+                    ctx.check_capacity()
+            with running(ctx):  # all instances together must have written every output
+                _check_outputs_written(ctx, ret)
+        outputs = _outputs(ret, inputs.any_torch)
+        inputs.write_back()
+    except TrnsimError as e:
+        raise e.with_traceback(strip_internal_frames(e.__traceback__)) from None
+    res = RunResult(outputs=outputs, traces=traces, options=opts, grid=grid, lnc=lnc)
+    _last.run = res
+    return res
+
+
+def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
+    """LNC=2: two logical cores as threads sharing shared_hbm (barriers and sendrecv sync them)."""
+    if lnc not in (1, 2):
+        raise LaunchError(f"LNC must be 1 or 2, got {lnc}", rule="lnc-value", limit="1 or 2",
+                          value=lnc)
+    from ..hardware import load_catalog
+    cat = load_catalog(opts.hardware_file)
+    core = cat.core_for(opts.target)
+    if lnc not in core.lnc:
+        raise LaunchError(f"LNC={lnc} is not available on {core.name} ({opts.target})",
+                          rule="lnc-generation", limit=list(core.lnc), value=lnc)
+    from .ops.sync import CoreGroup
+    group = CoreGroup(lnc)
+    traces = [Trace(target=opts.target, meta={"kernel": kname, "lnc": lnc, "core": i})
+              for i in range(lnc)]
+    results: List[Any] = [None] * lnc
+    errors: List[Optional[BaseException]] = [None] * lnc
+    shared_lock = threading.Lock()
+
+    def body(i):
+        ctx = KernelContext(options=opts, api=api, core_id=i, program_id=(i,), grid=(lnc,),
+                            trace=traces[i], shared=shared, kernel_name=kname, lnc=lnc)
+        ctx.group = group
+        ctx.shared_lock = shared_lock
+        try:
+            with running(ctx):
+                results[i] = fn(*cargs, **ckw)
+                ctx.check_capacity()
+                _check_outputs_written(ctx, results[i])
+        except BaseException as e:  # keep the first failure; release the other core's waits
+            errors[i] = e
+            group.fail(e)
+
+    threads = [threading.Thread(target=body, args=(i,), name=f"trnsim-core{i}") for i in range(lnc)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None and not getattr(e, "_trnsim_secondary", False):
+            raise e
+    return results[0], traces
+
+
+# -- kernel objects ----------------------------------------------------------------------------
+
+class Kernel:
+    """A kernel function with its launch options; ``kernel[grid]`` sets the grid / LNC."""
+
+    def __init__(self, fn: Callable, *, api: str, mode: str = "auto", grid: Tuple = (),
+                 lnc: int = 1, trace_mode: bool = False, options: Optional[dict] = None,
+                 platform_target: Optional[str] = None):
+        self.fn = fn
+        self.api = api
+        self.mode = mode
+        self.grid = grid
+        self.lnc = lnc
+        self.trace_mode = trace_mode
+        self.options = dict(options or {})
+        self.platform_target = platform_target
+        functools.update_wrapper(self, fn)
+
+    def _replace(self, **kw) -> "Kernel":
+        k = Kernel.__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.__dict__.update(kw)
+        return k
+
+    def __getitem__(self, grid) -> "Kernel":
+        if not isinstance(grid, tuple):
+            grid = (grid,)
+        if self.api == "new":
+            if len(grid) != 1:
+                raise LaunchError("new-API kernels launch as kernel[lnc] with one number",
+                                  rule="lnc-launch", value=grid)
+            return self._replace(lnc=int(grid[0]))
+        return self._replace(grid=tuple(grid))
+
+    def run(self, *args, options: Optional[Options] = None, **kwargs) -> RunResult:
+        __tracebackhide__ = True
+        opts = options or Options.from_env()
+        if self.platform_target:
+            opts = opts.replace(target=self.platform_target)
+        return launch(self.fn, args, kwargs, api=self.api, grid=self.grid, lnc=self.lnc,
+                      options=opts, writable_inputs=self.trace_mode or self.api == "new",
+                      kernel_name=getattr(self.fn, "__name__", "kernel"))
+
+    def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True
+        ctx = maybe_current()
+        if ctx is not None:
+            if self.grid:
+                raise KernelError("a kernel launched with an SPMD grid cannot be called from another "
+                                  "kernel", rule="err_nested_kernel_with_spmd_grid",
+                                  where=describe(user_loc()))
+            ctx.depth += 1
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                ctx.depth -= 1
+        return self.run(*args, **kwargs).outputs
+
+    def __repr__(self):
+        return f"<trnsim kernel {getattr(self.fn, '__name__', '?')} api={self.api} grid={self.grid}>"
+
+
+def as_kernel(k, api: str = "legacy") -> Kernel:
+    """Accept a Kernel, a wrapped kernel (baremetal/benchmark) or a plain function."""
+    if isinstance(k, Kernel):
+        return k
+    inner = getattr(k, "_trnsim_kernel", None)
+    if isinstance(inner, Kernel):
+        return inner
+    if callable(k):
+        return Kernel(k, api=api)
+    raise LaunchError(f"{k!r} is not a kernel", rule="launch-kernel", value=type(k).__name__)
+
+
+def run_traced(kernel, *args, **kwargs) -> RunResult:
+    """Run any kernel and return everything it produced (outputs and traces)."""
+    __tracebackhide__ = True
+    return as_kernel(kernel).run(*args, **kwargs)

@@ -1,0 +1,293 @@
+"""``neuronxcc.nki.language`` (legacy, NKI 0.1): results are returned as new tiles; every call takes
+``mask=`` and most take ``dtype=``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import KernelError, ShapeError, UnsupportedError
+from .. import common
+from ..common import (affine_range, device_print, finfo, fp32, bfp16, num_programs, program_id,
+                      program_ndim, sequential_range, static_cast, static_range, tile_size)
+from ..core import dtypes as _dt
+from ..core.alloc import (Buffer, hbm, ndarray as _ndarray, private_hbm, psum, sbuf, shared_hbm,
+                          fill as _fill, shared_constant as _shared_constant)
+from ..core.context import current as _current
+from ..core.index import arange, ds, mgrid, par_dim
+from ..core.tensor import NkiTensor as tensor
+from ..harness import NC as _NC, SpmdDim as _SpmdDim
+from ..ops import activation as _act, dma as _dma, elementwise as _ew, gpsimd as _gp
+from ..ops import reduce as _red, tensor_engine as _te
+from . import constants  # noqa: F401  (nl.constants.sizeinbytes)
+
+# dtypes ----------------------------------------------------------------------------------------
+bfloat16 = _dt.bfloat16
+float16 = _dt.float16
+float32 = _dt.float32
+tfloat32 = _dt.tfloat32
+float32r = _dt.float32
+float8_e4m3 = _dt.float8_e4m3
+float8_e5m2 = _dt.float8_e5m2
+float8_e3m4 = _dt.float8_e3m4
+float8_e4m3fn = _dt.float8_e4m3fn
+int8, int16, int32 = _dt.int8, _dt.int16, _dt.int32
+uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
+bool_ = _dt.bool_
+fp8_e4m3 = float8_e4m3
+
+# tensor creation -------------------------------------------------------------------------------
+
+
+def ndarray(shape, dtype, *, buffer=None, name="", **kw):
+    """An uninitialized tensor; dims before ``par_dim`` are block dims."""
+    return _ndarray(shape, dtype, buffer, name, legacy=True)
+
+
+def zeros(shape, dtype, *, buffer=None, name="", **kw):
+    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    _fill(t, 0)
+    return t
+
+
+def ones(shape, dtype, *, buffer=None, name="", **kw):
+    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    _fill(t, 1)
+    return t
+
+
+def full(shape, fill_value, dtype, *, buffer=None, name="", **kw):
+    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    _fill(t, fill_value)
+    return t
+
+
+def empty_like(a, dtype=None, *, buffer=None, name="", **kw):
+    return _ndarray(a.shape, dtype or a.dtype, buffer or _buffer_of(a), name, legacy=True)
+
+
+def zeros_like(a, dtype=None, *, buffer=None, name="", **kw):
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or _buffer_of(a), name=name)
+
+
+def ones_like(a, dtype=None, *, buffer=None, name="", **kw):
+    return ones(a.shape, dtype or a.dtype, buffer=buffer or _buffer_of(a), name=name)
+
+
+def full_like(a, fill_value, dtype=None, *, buffer=None, name="", **kw):
+    return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _buffer_of(a), name=name)
+
+
+def _buffer_of(a):
+    return {"sbuf": sbuf, "psum": psum}.get(a._st.kind, sbuf)
+
+
+def rand(shape, dtype=float32, *, buffer=None, name="", **kw):
+    return _gp.rand(shape, dtype)
+
+
+def random_seed(seed, *, mask=None, **kw):
+    _gp.random_seed(seed, mask=mask)
+
+
+def dropout(x, rate, *, dtype=None, mask=None, **kw):
+    return _gp.dropout(None, x, rate, dtype=dtype, mask=mask)
+
+
+def shared_constant(constant, dtype=None, **kw):
+    return _shared_constant(constant, dtype)
+
+
+def shared_identity_matrix(n, dtype=uint8, **kw):
+    return _shared_constant(np.identity(int(n)), dtype)
+
+
+# memory movement -------------------------------------------------------------------------------
+
+
+def load(src, *, mask=None, dtype=None, **kw):
+    return _dma.load(src, dtype=dtype, mask=mask)
+
+
+def store(dst, value, *, mask=None, **kw):
+    _dma.store(dst, value, mask=mask)
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kw):
+    return _dma.load_transpose2d(src, dtype=dtype, mask=mask)
+
+
+def copy(src, *, mask=None, dtype=None, **kw):
+    return _ew.tensor_copy(None, src, dtype=dtype, mask=mask)
+
+
+def broadcast_to(src, *, shape, **kw):
+    return src.broadcast_to(shape)
+
+
+# arithmetic ------------------------------------------------------------------------------------
+
+def _binary(name):
+    def f(x, y, *, dtype=None, mask=None, **kw):
+        return _ew.binary(name, x, y, dtype=dtype, mask=mask)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} with numpy broadcasting (``nl.{name}``); also an ALU token."
+    return common.alu(name, f)
+
+
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
+divide = _binary("divide")
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+power = _binary("power")
+mod = _binary("mod")
+fmod = _binary("mod")
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+left_shift = _binary("left_shift")
+right_shift = _binary("right_shift")
+
+
+def _unary(name):
+    def f(x, *, dtype=None, mask=None, **kw):
+        return _act.unary(name, x, dtype=dtype, mask=mask)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} (``nl.{name}``); also an activation token."
+    return common.alu(name, f)
+
+
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+reciprocal = _unary("reciprocal")
+square = _unary("square")
+abs = _unary("abs")
+negative = _unary("negative")
+sign = _unary("sign")
+floor = _unary("floor")
+ceil = _unary("ceil")
+trunc = _unary("trunc")
+sin = _unary("sin")
+cos = _unary("cos")
+tan = _unary("tan")
+tanh = _unary("tanh")
+arctan = _unary("arctan")
+sigmoid = _unary("sigmoid")
+relu = _unary("relu")
+gelu = _unary("gelu")
+gelu_dx = _unary("gelu_dx")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid")
+silu = _unary("silu")
+silu_dx = _unary("silu_dx")
+softplus = _unary("softplus")
+mish = _unary("mish")
+erf = _unary("erf")
+erf_dx = _unary("erf_dx")
+invert = _unary("invert")
+logical_not = _unary("logical_not")
+exp2 = _unary("exp2")
+log2 = _unary("log2")
+identity = common.alu("copy", lambda x, **kw: _ew.tensor_copy(None, x))
+common.alu("copy", copy)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kw):
+    return _ew.select(None, condition, x, y, dtype=dtype, mask=mask)
+
+
+# reductions ------------------------------------------------------------------------------------
+
+def _reduction(name, token):
+    def f(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kw):
+        return _red.reduce_free(None, token, x, axis, dtype=dtype, mask=mask, keepdims=keepdims,
+                                trailing=False)
+    f.__name__ = name
+    f.__doc__ = f"Reduce with {token} over free axes (``nl.{name}``); also an ALU token."
+    return common.alu(token, f)
+
+
+sum = _reduction("sum", "add")
+max = _reduction("max", "maximum")
+min = _reduction("min", "minimum")
+prod = _reduction("prod", "multiply")
+all = _reduction("all", "logical_and")
+any = _reduction("any", "logical_or")
+
+
+def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kw):
+    return _red.mean(None, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kw):
+    return _red.loop_reduce(x, op, loop_indices, dtype=dtype, mask=mask)
+
+
+def softmax(x, axis=-1, *, dtype=None, compute_dtype=None, mask=None, **kw):
+    """exp(x - max) / sum: a reduce, an activation with the negated max as bias, a reciprocal
+    and a multiply, as the compiler lowers it."""
+    t = x
+    ndim = t.ndim
+    ax = axis if axis >= 0 else ndim + axis
+    if ax != ndim - 1 or ndim != 2:
+        raise UnsupportedError("nl.softmax is modelled for 2-D tiles over the last axis",
+                               rule="softmax-axis", value=axis)
+    neg_max = _red.reduce_free(None, "maximum", t, (1,), dtype=float32, negate=True)
+    e = _act.activation(None, "exp", t, bias=neg_max, dtype=float32)
+    s = _red.reduce_free(None, "add", e, (1,), dtype=float32)
+    r = _act.unary("reciprocal", s, dtype=float32)
+    return _ew.binary("multiply", e, r, dtype=dtype or t.dtype)
+
+
+# matmul / transpose ----------------------------------------------------------------------------
+
+def matmul(x, y, *, transpose_x=False, mask=None, **kw):
+    return _te.nl_matmul(x, y, transpose_x=transpose_x, mask=mask)
+
+
+def transpose(x, *, dtype=None, mask=None, **kw):
+    if x.ndim != 2:
+        raise ShapeError("nl.transpose takes a 2-D tile", rule="err_exceed_max_supported_dimension",
+                         limit=2, value=x.ndim)
+    return _te.nc_transpose(None, x, dtype=dtype, mask=mask)
+
+
+# SPMD ------------------------------------------------------------------------------------------
+
+def nc(k):
+    return _NC(k)
+
+
+def spmd_dim(size, nc_=None):
+    return _SpmdDim(int(size), getattr(nc_, "k", 1))
+
+
+def no_reorder():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+# not modelled (named, never approximated) -------------------------------------------------------
+
+def _unsupported(name):
+    def f(*a, **kw):
+        raise UnsupportedError(f"nl.{name} is not modelled by trnsim yet", rule="unsupported-api",
+                               value=name)
+    f.__name__ = name
+    return f
+
+
+atomic_rmw = _unsupported("atomic_rmw")
+all_reduce = _unsupported("all_reduce")
+gather_flattened = _unsupported("gather_flattened")

@@ -1,0 +1,364 @@
+"""Elementwise ALU instructions: tensor_tensor, tensor_scalar, scalar_tensor_tensor, tensor_copy,
+memset, select, and the ``nl.*`` arithmetic functions and tile operators built on them.
+
+Vector/Scalar/GpSimd compute in fp32 and cast on write [ARCH2]; bitwise ops act on integer bits;
+integer add/sub/mul between integer tiles run exactly on GpSimd.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ...errors import KernelError, ShapeError
+from ..core import dtypes as dt
+from ..core.alu import BINARY, BITVEC, UNARY, token_name
+from ..core.context import current
+from ..core.index import _IndexBase
+from ..core.tensor import NkiTensor
+from . import base
+from .base import emit, f32, legacy_mask, read, tile, where
+
+_INT_EXACT = frozenset(["add", "subtract", "multiply", "maximum", "minimum", "mod"])
+_SCALARS = (int, float, np.integer, np.floating, bool, np.bool_)
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, _SCALARS)
+
+
+def _compute(name: str, a, b, ints: bool):
+    if name in BITVEC:
+        return BINARY[name](a, b)
+    if ints and name in _INT_EXACT:
+        a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        if name == "mod":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.mod(a64, np.where(b64 == 0, 1, b64))
+        return {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+                "maximum": np.maximum, "minimum": np.minimum}[name](a64, b64)
+    return BINARY[name](a, b)
+
+
+def _raw(v, d: np.dtype):
+    """Operand values for the ALU: integer tiles stay integers, floats go to fp32."""
+    if dt.is_int(d):
+        return v
+    return f32(v)
+
+
+def _scalar_dtype_weak(x) -> np.dtype:
+    return dt.scalar_dtype(x)
+
+
+# -- nl.* binary arithmetic (broadcasting, promotion) -----------------------------------------
+
+def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst=None,
+           opname: Optional[str] = None):
+    """``nl.add(x, y)`` and friends: numpy broadcasting, NKI promotion, vector engine."""
+    ctx = current()
+    op = opname or name
+    if isinstance(x, _IndexBase) or isinstance(y, _IndexBase):
+        raise KernelError(f"nl.{op} takes tiles or scalars; index expressions belong in subscripts, "
+                          "masks or nisa.iota", rule="operand-type", where=where())
+    if _is_scalar(x) and _is_scalar(y):
+        raise KernelError(f"nl.{op} needs at least one tile operand", rule="operand-type",
+                          where=where())
+    eng = base.engine_name(engine, "vector")
+    if _is_scalar(y) or _is_scalar(x):
+        t, s, rev = (x, y, False) if _is_scalar(y) else (y, x, True)
+        t = tile(ctx, t, "x" if not rev else "y", f"nl.{op}", eng)
+        od = base.out_dtype(ctx, dtype, t) if dtype is not None else \
+            _true_div(name, _promote_weak(t.dtype, s))
+        return _tensor_scalar(ctx, dst, t, [(name, s, rev)], od, mask, eng, op)
+    a = tile(ctx, x, "x", f"nl.{op}", eng)
+    b = tile(ctx, y, "y", f"nl.{op}", eng)
+    od = base.out_dtype(ctx, dtype, a, b)
+    if dtype is None:
+        od = _true_div(name, od)
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"nl.{op}: shapes {a.shape} and {b.shape} do not broadcast",
+                         rule="broadcast-shape", value=(a.shape, b.shape), where=where()) from None
+    # a (P, 1) column against a (P, F) tile is a tensor_scalar with a per-partition operand
+    for big, col, rev in ((a, b, False), (b, a, True)):
+        if col.shape[0] == big.shape[0] and col.size == col.shape[0] and big.size > col.size \
+                and tuple(shape) == tuple(big.shape):
+            return _tensor_scalar(ctx, dst, big, [(name, col, rev)], od, mask, eng, op)
+    m = legacy_mask(mask, shape)
+    va, ia = read(ctx, a, f"nl.{op}", m if a.shape == tuple(shape) else None)
+    vb, ib = read(ctx, b, f"nl.{op}", m if b.shape == tuple(shape) else None)
+    ints = dt.is_int(a.dtype) and dt.is_int(b.dtype)
+    if ints and name in _INT_EXACT and eng == "vector":
+        eng = "gpsimd"
+    vals = None
+    if ctx.numerics:
+        vals = np.broadcast_to(_compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints), shape)
+    init = base.and_init(tuple(shape), ia, ib)
+    for t in (a, b):
+        base.check_free_size(ctx, t, "operand", f"nl.{op}")
+        base.check_alignment(ctx, t, "operand", f"nl.{op}")
+    attrs = [("op", name)]
+    if a.shape != b.shape:
+        attrs.append(("broadcast", True))
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=tuple(shape), out_dtype=od, mask=m,
+                engine=eng, opcode="tensor_tensor", reads=[a, b], attrs=attrs)
+
+
+def _true_div(name: str, d: np.dtype) -> np.dtype:
+    """Division of integers is true division: the result is fp32, not an integer."""
+    return dt.float32 if name == "divide" and dt.is_int(d) else d
+
+
+def _promote_weak(d: np.dtype, s) -> np.dtype:
+    return dt.promote(d, _scalar_dtype_weak(s))
+
+
+def operator(name: str, a, b, reverse: bool):
+    """Tile operators (``a + b``, ``2 * a``, ``a < b``)."""
+    if reverse:
+        a, b = b, a
+    if not isinstance(b, (NkiTensor,) + _SCALARS) or not isinstance(a, (NkiTensor,) + _SCALARS):
+        return NotImplemented
+    return binary(name, a, b)
+
+
+def unary_operator(name: str, a):
+    from .activation import unary
+    return unary(name, a)
+
+
+# -- tensor_scalar -----------------------------------------------------------------------------
+
+def _tensor_scalar(ctx, dst, data: NkiTensor, ops, od, mask, eng, opname, opcode="tensor_scalar"):
+    """``(data op0 operand0) op1 operand1``; operands are scalars or (P, 1) columns."""
+    shape = data.shape
+    m = legacy_mask(mask, shape)
+    v, init = read(ctx, data, opname, m)
+    base.check_free_size(ctx, data, "data", opname)
+    base.check_alignment(ctx, data, "data", opname)
+    reads = [data]
+    vals = _raw(v, data.dtype) if ctx.numerics else None
+    ints = dt.is_int(data.dtype)
+    attrs = []
+    for i, (name, operand, rev) in enumerate(ops):
+        if name is None:
+            continue
+        ov, oinit, ot = base.scalar_or_column(ctx, operand, shape, f"operand{i}", opname, eng)
+        if ot is not None:
+            reads.append(ot)
+            ints = ints and dt.is_int(ot.dtype)
+            if oinit is not None:
+                init = base.and_init(shape, init, oinit)
+            if ctx.numerics and dt.is_int(ot.dtype):
+                ov = read(ctx, ot, opname)[0].reshape(ov.shape)
+        else:
+            ints = ints and isinstance(operand, (int, np.integer))
+            if ctx.numerics and isinstance(operand, (int, np.integer)) and dt.is_int(data.dtype):
+                ov = np.int64(operand)
+        if vals is not None:
+            vals = _compute(name, ov, vals, ints) if rev else _compute(name, vals, ov, ints)
+        attrs.append((f"op{i}", name))
+    if vals is not None:
+        vals = np.broadcast_to(vals, shape)
+    if ints and eng == "vector" and all(n in _INT_EXACT for n, _, _ in ops if n):
+        eng = "gpsimd"
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode=opcode, reads=reads, attrs=attrs)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
+                  reverse1=False, *, dtype=None, mask=None, engine=None):
+    """``nisa.tensor_scalar``."""
+    ctx = current()
+    eng = base.engine_name(engine, "vector")
+    t = tile(ctx, data, "data", "tensor_scalar", eng)
+    n0 = token_name(op0, "op0")
+    n1 = token_name(op1, "op1") if op1 is not None else None
+    if (n0 in BITVEC) != (n1 in BITVEC) and n1 is not None:
+        raise KernelError("tensor_scalar: op0 and op1 must both be arithmetic or both bitwise",
+                          rule="tensor_scalar-ops", value=(n0, n1), where=where())
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    ops = [(n0, operand0, bool(reverse0))]
+    if n1 is not None:
+        ops.append((n1, operand1, bool(reverse1)))
+    return _tensor_scalar(ctx, dst, t, ops, od, mask, eng, "tensor_scalar")
+
+
+def tensor_scalar_into(ctx, dst: NkiTensor, data: NkiTensor, name: str, scalar) -> None:
+    t = tile(ctx, data, "data", f"nl.{name}", "vector")
+    _tensor_scalar(ctx, dst, t, [(name, scalar, False)], dst.dtype, None, "vector", f"nl.{name}")
+
+
+# -- tensor_tensor -----------------------------------------------------------------------------
+
+def tensor_tensor(dst, data1, data2, op, *, dtype=None, mask=None, engine=None):
+    """``nisa.tensor_tensor``: same partitions and elements per partition, no broadcasting."""
+    ctx = current()
+    name = token_name(op)
+    default = "gpsimd" if name == "power" else "vector"
+    eng = base.engine_name(engine, default)
+    a = tile(ctx, data1, "data1", "tensor_tensor", eng)
+    b = tile(ctx, data2, "data2", "tensor_tensor", eng)
+    base.same_partitions(a, b, "tensor_tensor", "data1", "data2")
+    if a.size != b.size and ctx.api == "legacy" and dst is None:
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            pass
+        else:  # the legacy front end broadcast a (P, 1) operand (lowered to tensor_scalar)
+            return binary(name, a, b, dtype=dtype, mask=mask, engine=engine, opname="tensor_tensor")
+    if a.size != b.size:
+        raise ShapeError(f"tensor_tensor: data1 {a.shape} and data2 {b.shape} differ in elements per "
+                         "partition", rule="err_num_partition_mismatch", limit=a.shape,
+                         value=b.shape, where=where())
+    if a._st.memory == "psum" and b._st.memory == "psum":
+        raise KernelError("tensor_tensor: at most one input may be in PSUM",
+                          rule="tensor_tensor-two-psum", value="data1 and data2 in PSUM",
+                          where=where())
+    od = dt.as_dtype(dtype) if dtype is not None else (
+        dst.dtype if dst is not None else dt.promote(a.dtype, b.dtype))
+    return tensor_tensor_core(ctx, dst, a, b, name, od, mask, eng)
+
+
+def tensor_tensor_core(ctx, dst, a: NkiTensor, b: NkiTensor, name: str, od, mask, eng):
+    shape = a.shape
+    m = legacy_mask(mask, shape)
+    va, ia = read(ctx, a, "tensor_tensor", m)
+    vb, ib = read(ctx, b, "tensor_tensor", None)
+    for t in (a, b):
+        base.check_free_size(ctx, t, "operand", "tensor_tensor")
+        base.check_alignment(ctx, t, "operand", "tensor_tensor")
+    ints = dt.is_int(a.dtype) and dt.is_int(b.dtype)
+    vals = None
+    if ctx.numerics:
+        vb2 = vb.reshape(shape) if vb.shape != shape else vb
+        vals = _compute(name, _raw(va, a.dtype), _raw(vb2, b.dtype), ints)
+    init = base.and_init(shape, ia, None if ib is None else ib.reshape(shape))
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode="tensor_tensor", reads=[a, b], attrs=(("op", name),))
+
+
+def tensor_tensor_into(ctx, dst: NkiTensor, a, b, name: str) -> None:
+    """``dst op= b`` on tiles (``acc += t``), numpy broadcasting allowed."""
+    binary(name, a, b, dst=dst, dtype=dst.dtype)
+
+
+# -- scalar_tensor_tensor ----------------------------------------------------------------------
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         *, dtype=None, mask=None, engine=None):
+    """``(data op0 operand0) op1 operand1``; operand0 scalar or (P,1), operand1 a tile like data."""
+    ctx = current()
+    eng = base.engine_name(engine, "vector")
+    t = tile(ctx, data, "data", "scalar_tensor_tensor", eng)
+    o1 = tile(ctx, operand1, "operand1", "scalar_tensor_tensor", eng)
+    base.same_partitions(t, o1, "scalar_tensor_tensor", "data", "operand1")
+    if t.size != o1.size:
+        raise ShapeError("scalar_tensor_tensor: operand1 must match data's shape",
+                         rule="stt-shape", limit=t.shape, value=o1.shape, where=where())
+    if t._st.memory == "psum" and o1._st.memory == "psum":
+        raise KernelError("scalar_tensor_tensor: data and operand1 cannot both be in PSUM",
+                          rule="tensor_tensor-two-psum", where=where())
+    n0, n1 = token_name(op0, "op0"), token_name(op1, "op1")
+    shape = t.shape
+    m = legacy_mask(mask, shape)
+    v, init = read(ctx, t, "scalar_tensor_tensor", m)
+    s0, i0, st0 = base.scalar_or_column(ctx, operand0, shape, "operand0", "scalar_tensor_tensor", eng)
+    v1, i1 = read(ctx, o1, "scalar_tensor_tensor")
+    od = dt.as_dtype(dtype) if dtype is not None else (
+        dst.dtype if dst is not None else dt.promote(t.dtype, o1.dtype))
+    vals = None
+    if ctx.numerics:
+        x = f32(v)
+        x = BINARY[n0](s0, x) if reverse0 else BINARY[n0](x, s0)
+        y = f32(v1).reshape(shape)
+        vals = BINARY[n1](y, x) if reverse1 else BINARY[n1](x, y)
+    init = base.and_init(shape, init, i0, None if i1 is None else i1.reshape(shape))
+    reads = [t, o1] + ([st0] if st0 is not None else [])
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode="scalar_tensor_tensor", reads=reads,
+                attrs=(("op0", n0), ("op1", n1)))
+
+
+# -- copies and fills --------------------------------------------------------------------------
+
+def tensor_copy(dst, src, *, dtype=None, mask=None, engine=None, opcode="tensor_copy"):
+    """``nisa.tensor_copy`` / ``nl.copy``: bit-exact when dtypes match, else via fp32."""
+    ctx = current()
+    eng = base.engine_name(engine, "vector")
+    t = tile(ctx, src, "src", opcode, eng)
+    shape = t.shape
+    m = legacy_mask(mask, shape)
+    v, init = read(ctx, t, opcode, m)
+    base.check_free_size(ctx, t, "src", opcode)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    if dst is not None and dst.size != t.size:
+        raise ShapeError(f"{opcode}: dst '{dst.name}' {dst.shape} and src {t.shape} differ",
+                         rule="dst-shape", limit=t.shape, value=dst.shape, where=where())
+    vals = v if ctx.numerics else None
+    if vals is not None and not (od == t.dtype or dt.storage_dtype(od) == v.dtype):
+        vals = v if dt.is_int(t.dtype) else f32(v)
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode=opcode, reads=[t])
+
+
+def memset_new(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
+    eng = base.engine_name(engine, "vector")
+    od = dt.as_dtype(dtype) if dtype is not None else dst.dtype
+    shape = tuple(shape) if dst is None else dst.shape
+    if dst is None and shape[0] > ctx.spec.tile_size.pmax:
+        from ...errors import PartitionError
+        raise PartitionError(f"memset of {shape[0]} partitions", rule="err_num_partition_exceed_arch_limit",
+                             limit=ctx.spec.tile_size.pmax, value=shape[0], where=where())
+    m = legacy_mask(mask, shape)
+    vals = None
+    if ctx.numerics:
+        vals = np.full(shape, value, dtype=np.int64 if dt.is_int(od) and
+                       isinstance(value, (int, np.integer)) else np.float32)
+    return emit(ctx, dst=dst, values=vals, init=None, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode="memset", reads=[], dtype_in="-", attrs=(("value", float(value)),))
+
+
+def select(dst, cond, x, y, *, dtype=None, mask=None, engine=None):
+    """``nl.where(cond, x, y)``: per element ``x if cond else y`` (x, y tiles or scalars)."""
+    ctx = current()
+    eng = base.engine_name(engine, "vector")
+    c = tile(ctx, cond, "condition", "select", eng)
+    parts = [c]
+    shapes = [c.shape]
+    vals_in = {}
+    inits = []
+    for role, v in (("x", x), ("y", y)):
+        if isinstance(v, NkiTensor):
+            t = tile(ctx, v, role, "select", eng)
+            parts.append(t)
+            shapes.append(t.shape)
+    shape = tuple(np.broadcast_shapes(*shapes))
+    m = legacy_mask(mask, shape)
+    cv, ci = read(ctx, c, "select")
+    inits.append(ci)
+    for role, v in (("x", x), ("y", y)):
+        if isinstance(v, NkiTensor):
+            vv, vi = read(ctx, v, "select")
+            vals_in[role] = f32(vv)
+            inits.append(vi)
+        else:
+            vals_in[role] = np.float32(v)
+    od = dt.as_dtype(dtype) if dtype is not None else (
+        dst.dtype if dst is not None else out_for(x, y))
+    vals = None
+    if ctx.numerics:
+        vals = np.broadcast_to(np.where(f32(cv) != 0, vals_in["x"], vals_in["y"]), shape)
+    init = base.and_init(shape, *inits)
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine=eng, opcode="select", reads=parts)
+
+
+def out_for(x, y) -> np.dtype:
+    d = None
+    for v in (x, y):
+        if isinstance(v, NkiTensor):
+            d = v.dtype if d is None else dt.promote(d, v.dtype)
+    return d if d is not None else dt.float32

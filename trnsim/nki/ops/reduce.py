@@ -1,0 +1,313 @@
+"""Reductions: free-axis (Vector), across partitions (GpSimd), fused tensor_scalar+reduce, max8,
+batch-norm statistics, and the legacy ``nl.loop_reduce`` accumulation."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ...errors import KernelError, ShapeError
+from ..core import dtypes as dt
+from ..core.alu import BINARY, REDUCE, reduce_apply, token_name
+from ..core.context import current
+from ..core.tensor import NkiTensor
+from . import base
+from .base import emit, f32, legacy_mask, read, tile, where
+
+
+def _axes(axis, ndim: int, op: str, trailing: bool) -> tuple:
+    if axis is None:
+        return tuple(range(1, ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    ax = sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axis)
+    if not ax:
+        raise KernelError(f"{op}: axis is empty", rule="reduce-axis", where=where())
+    if any(a <= 0 or a >= ndim for a in ax):
+        raise KernelError(f"{op}: reduction axes must be free axes 1..{ndim - 1}",
+                          rule="reduce-axis", limit=f"1..{ndim - 1}", value=tuple(axis),
+                          where=where())
+    if trailing and ax != list(range(ax[0], ndim)):
+        raise KernelError(f"{op}: reduction axes must be the trailing free axes "
+                          f"(a contiguous set ending at axis {ndim - 1})", rule="reduce-axis",
+                          value=tuple(axis), where=where())
+    return tuple(ax)
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    out = tuple(s for i, s in enumerate(shape) if i not in axes)
+    return out if len(out) >= 2 else out + (1,) * (2 - len(out))
+
+
+def reduce_free(dst, op, data, axis, *, dtype=None, mask=None, negate=False, keepdims=False,
+                opcode="tensor_reduce", engine=None, trailing=True):
+    """``nisa.tensor_reduce`` / ``nl.sum`` / ``nl.max``...: reduce free axes in fp32."""
+    ctx = current()
+    name = token_name(op, "reduce op")
+    if name not in REDUCE:
+        raise KernelError(f"{opcode}: {name} is not a reduction", rule="reduce-op",
+                          limit=sorted(REDUCE), value=name, where=where())
+    eng = base.engine_name(engine, "vector")
+    t = tile(ctx, data, "data", opcode, eng)
+    ax = _axes(axis, t.ndim, opcode, trailing)
+    shape = t.shape
+    m = legacy_mask(mask, shape)
+    v, init = read(ctx, t, opcode, m)
+    base.check_free_size(ctx, t, "data", opcode)
+    base.check_alignment(ctx, t, "data", opcode)
+    out_shape = _reduced_shape(shape, ax, keepdims)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    vals = None
+    if ctx.numerics:
+        x = v if (dt.is_int(t.dtype) and name.startswith("bitwise")) else f32(v)
+        if isinstance(m, np.ndarray):
+            x = np.where(m, x, REDUCE[name][1])
+        r = reduce_apply(name, x, ax, keepdims)
+        if negate:
+            r = -r
+        vals = np.asarray(r).reshape(out_shape)
+    rinit = None
+    if init is not None:
+        iv = init.astype(bool)
+        if isinstance(m, np.ndarray):
+            iv = iv | ~m
+        rinit = iv.all(axis=ax, keepdims=keepdims).reshape(out_shape)
+    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od, mask=None,
+                engine=eng, opcode=opcode, reads=[t], free=t.size // shape[0],
+                attrs=(("op", name), ("negate", bool(negate))))
+
+
+def mean(dst, data, axis, *, dtype=None, mask=None, keepdims=False):
+    """``nl.mean``: a sum and a scale (one Vector instruction plus the free scale)."""
+    ctx = current()
+    t = tile(ctx, data, "data", "nl.mean", "vector")
+    ax = _axes(axis, t.ndim, "nl.mean", True)
+    n = 1
+    for a in ax:
+        n *= t.shape[a]
+    s = reduce_free(None, "add", t, axis, dtype=dt.float32, mask=mask, keepdims=keepdims,
+                    opcode="tensor_reduce")
+    from .elementwise import _tensor_scalar
+    st = tile(ctx, s, "sum", "nl.mean", "vector")
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    return _tensor_scalar(ctx, dst, st, [("multiply", 1.0 / n, False)], od, None, "vector",
+                          "nl.mean")
+
+
+def partition_reduce(dst, op, data, *, dtype=None, mask=None):
+    """``nisa.tensor_partition_reduce``: reduce across partitions on GpSimd -> one partition."""
+    ctx = current()
+    name = token_name(op, "op")
+    if name not in ("add", "maximum", "minimum", "bitwise_or", "bitwise_and"):
+        raise KernelError(f"tensor_partition_reduce: unsupported op {name}", rule="partition-reduce-op",
+                          limit="add, max, min, bitwise_or, bitwise_and", value=name, where=where())
+    t = tile(ctx, data, "data", "tensor_partition_reduce", "gpsimd")
+    v, init = read(ctx, t, "tensor_partition_reduce")
+    out_shape = (1,) + tuple(t.shape[1:])
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    vals = None
+    if ctx.numerics:
+        x = v if name.startswith("bitwise") else f32(v)
+        vals = reduce_apply(name, x, 0, True)
+    rinit = None if init is None else init.astype(bool).all(axis=0, keepdims=True)
+    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od,
+                mask=legacy_mask(mask, out_shape), engine="gpsimd",
+                opcode="tensor_partition_reduce", reads=[t], partitions=t.shape[0],
+                free=t.size // t.shape[0], attrs=(("op", name),))
+
+
+def _vector_accumulator(ctx) -> np.ndarray:
+    acc = getattr(ctx, "dve_accum", None)
+    if acc is None:
+        acc = np.zeros(ctx.spec.tile_size.pmax, dtype=np.float32)
+        ctx.dve_accum = acc
+    return acc
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, *,
+                         dtype=None, mask=None, reduce_cmd=None, reduce_init=None,
+                         reduce_res_negate=False):
+    """``data op0 operand0`` plus a reduction over all free axes into ``reduce_res`` (Vector)."""
+    from .activation import ReduceCmd
+    ctx = current()
+    n0 = token_name(op0, "op0")
+    rn = token_name(reduce_op, "reduce_op")
+    if rn not in ("add", "multiply", "maximum", "minimum"):
+        raise KernelError(f"tensor_scalar_reduce: reduce_op must be add, multiply, max or min",
+                          rule="tensor_scalar_reduce-op", value=rn, where=where())
+    t = tile(ctx, data, "data", "tensor_scalar_reduce", "vector")
+    shape = t.shape
+    m = legacy_mask(mask, shape)
+    v, init = read(ctx, t, "tensor_scalar_reduce", m)
+    s0, i0, st0 = base.scalar_or_column(ctx, operand0, shape, "operand0", "tensor_scalar_reduce",
+                                        "vector")
+    init = base.and_init(shape, init, i0)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    vals = None
+    cmd = ReduceCmd(int(reduce_cmd)) if reduce_cmd is not None else ReduceCmd.reset_reduce
+    acc = _vector_accumulator(ctx)
+    p = shape[0]
+    if ctx.numerics:
+        x = f32(v)
+        vals = BINARY[n0](s0, x) if reverse0 else BINARY[n0](x, s0)
+        if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
+            acc[:p] = REDUCE[rn][1]
+        elif cmd == ReduceCmd.load_reduce and reduce_init is not None:
+            acc[:p] = reduce_init if not isinstance(reduce_init, NkiTensor) else \
+                f32(read(ctx, reduce_init, "reduce_init")[0]).reshape(-1)[:p]
+        rv = vals if m is None else np.where(m, vals, REDUCE[rn][1])
+        if cmd != ReduceCmd.reset:
+            acc[:p] = BINARY[rn](acc[:p], reduce_apply(rn, rv.reshape(p, -1), 1, False))
+    extra = []
+    if reduce_res is not None:
+        base.check_writable(ctx, reduce_res, "tensor_scalar_reduce")
+        if reduce_res.shape[0] != p or reduce_res.size != p:
+            raise ShapeError(f"tensor_scalar_reduce: reduce_res must be ({p}, 1)",
+                             rule="reduce-res-shape", limit=(p, 1), value=reduce_res.shape,
+                             where=where())
+        rv = None
+        if ctx.numerics:
+            rv = acc[:p].copy().reshape(reduce_res.shape)
+            if reduce_res_negate:
+                rv = -rv
+        rinit = None if init is None else init.reshape(p, -1).all(axis=1).reshape(reduce_res.shape)
+        base.write(ctx, reduce_res, rv, rinit)
+        extra.append(reduce_res)
+    reads = [t] + ([st0] if st0 is not None else [])
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
+                engine="vector", opcode="tensor_scalar_reduce", reads=reads, extra_writes=extra,
+                attrs=(("op0", n0), ("reduce_op", rn)))
+
+
+def max8(dst, src, *, dtype=None, mask=None):
+    """The 8 largest values per partition, descending (Vector)."""
+    ctx = current()
+    t = tile(ctx, src, "src", "max8", "vector")
+    free = t.size // t.shape[0]
+    lo, hi = ctx.spec.access.max8_min, ctx.spec.access.max8_max
+    if not lo <= free <= hi:
+        raise ShapeError(f"max8 reads {free} elements per partition", rule="max8-size",
+                         limit=f"{lo}..{hi}", value=free, where=where())
+    v, init = read(ctx, t, "max8")
+    out_shape = (t.shape[0], 8)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    vals = None
+    if ctx.numerics:
+        x = f32(v).reshape(t.shape[0], -1)
+        vals = -np.sort(-x, axis=1)[:, :8]
+    rinit = None if init is None else np.repeat(init.reshape(t.shape[0], -1).all(axis=1,
+                                                keepdims=True), 8, axis=1)
+    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od, mask=None,
+                engine="vector", opcode="max8", reads=[t], free=free)
+
+
+def bn_stats(dst, data, *, dtype=None, mask=None):
+    """(count, mean, var*count) of even and of odd elements per partition (Vector)."""
+    ctx = current()
+    t = tile(ctx, data, "data", "bn_stats", "vector")
+    free = t.size // t.shape[0]
+    lim = ctx.spec.access.bn_stats_fmax
+    if free > lim:
+        raise ShapeError(f"bn_stats reads {free} elements per partition", rule="bn_stats-size",
+                         limit=lim, value=free, where=where())
+    v, init = read(ctx, t, "bn_stats")
+    p = t.shape[0]
+    out_shape = (p, 6)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else dt.float32)
+    vals = None
+    if ctx.numerics:
+        x = f32(v).reshape(p, -1)
+        cols = []
+        for part in (x[:, 0::2], x[:, 1::2]):
+            n = part.shape[1]
+            mu = part.mean(axis=1) if n else np.zeros(p, np.float32)
+            var_n = ((part - mu[:, None]) ** 2).sum(axis=1) if n else np.zeros(p, np.float32)
+            cols += [np.full(p, n, np.float32), mu, var_n]
+        vals = np.stack(cols, axis=1).astype(np.float32)
+    rinit = None if init is None else np.repeat(init.reshape(p, -1).all(axis=1, keepdims=True), 6, 1)
+    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od, mask=None,
+                engine="vector", opcode="bn_stats", reads=[t], free=free)
+
+
+def bn_aggr(dst, data, *, dtype=None, mask=None):
+    """Combine bn_stats (count, mean, var*count) triples into (mean, variance) per partition."""
+    ctx = current()
+    t = tile(ctx, data, "data", "bn_aggr", "vector")
+    free = t.size // t.shape[0]
+    if free % 3:
+        raise ShapeError("bn_aggr input needs a multiple of 3 elements per partition",
+                         rule="bn_aggr-size", limit="multiple of 3", value=free, where=where())
+    v, init = read(ctx, t, "bn_aggr")
+    p = t.shape[0]
+    out_shape = (p, 2)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else dt.float32)
+    vals = None
+    if ctx.numerics:
+        x = f32(v).reshape(p, -1, 3).astype(np.float64)
+        cnt, mu, m2 = x[..., 0], x[..., 1], x[..., 2]
+        total = cnt.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gmu = (cnt * mu).sum(axis=1) / total
+            var = (m2.sum(axis=1) + (cnt * (mu - gmu[:, None]) ** 2).sum(axis=1)) / total
+        vals = np.stack([gmu, var], axis=1).astype(np.float32)
+    rinit = None if init is None else np.repeat(init.reshape(p, -1).all(axis=1, keepdims=True), 2, 1)
+    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od, mask=None,
+                engine="vector", opcode="bn_aggr", reads=[t], free=free)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
+    """Legacy ``nl.loop_reduce``: the assignment target accumulates ``op(target, x)``."""
+    from .elementwise import tensor_copy
+    ctx = current()
+    name = token_name(op, "op")
+    r = tensor_copy(None, x, dtype=dtype, mask=mask, opcode="tensor_copy")
+    if isinstance(r, NkiTensor):
+        r._reduce_op = name
+        f = r._fresh
+        if f is not None:
+            ins = ctx.trace.instructions[f[1]]
+            ctx.trace.patch(f[1], opcode="tensor_tensor",
+                            attrs=ins.attrs + (("op", name), ("loop_reduce", True)))
+    return r
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *,
+                       dtype=None, mask=None):
+    """Per partition: r[:, i] = op1(op0(d0[:, i], r[:, i-1]), d1[:, i]) with r[:, -1] = initial."""
+    ctx = current()
+    n0, n1 = token_name(op0, "op0"), token_name(op1, "op1")
+    a = tile(ctx, data0, "data0", "tensor_tensor_scan", "vector")
+    b = tile(ctx, data1, "data1", "tensor_tensor_scan", "vector")
+    base.same_partitions(a, b, "tensor_tensor_scan", "data0", "data1")
+    if a.size != b.size:
+        raise ShapeError("tensor_tensor_scan: data0 and data1 must match", rule="scan-shape",
+                         limit=a.shape, value=b.shape, where=where())
+    if a._st.memory == "psum" and b._st.memory == "psum":
+        raise KernelError("tensor_tensor_scan: data0 and data1 cannot both be in PSUM",
+                          rule="tensor_tensor-two-psum", where=where())
+    va, ia = read(ctx, a, "tensor_tensor_scan")
+    vb, ib = read(ctx, b, "tensor_tensor_scan")
+    p = a.shape[0]
+    s0, i0, st0 = base.scalar_or_column(ctx, initial, (p, 1), "initial", "tensor_tensor_scan",
+                                        "vector")
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else a.dtype)
+    vals = None
+    if ctx.numerics:
+        x, y = f32(va).reshape(p, -1), f32(vb).reshape(p, -1)
+        r = np.empty_like(x)
+        prev = np.broadcast_to(np.asarray(s0, np.float32).reshape(-1), (p,)).astype(np.float32)
+        f0, f1 = BINARY[n0], BINARY[n1]
+        for i in range(x.shape[1]):
+            t0 = f0(prev, x[:, i]) if reverse0 else f0(x[:, i], prev)
+            prev = f1(y[:, i], t0) if reverse1 else f1(t0, y[:, i])
+            r[:, i] = prev
+        vals = r.reshape(a.shape)
+    init = base.and_init(a.shape, ia, None if ib is None else ib.reshape(a.shape))
+    if init is not None:
+        init = np.logical_and.accumulate(init.reshape(p, -1), axis=1).reshape(a.shape)
+    reads = [a, b] + ([st0] if st0 is not None else [])
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=a.shape, out_dtype=od,
+                mask=legacy_mask(mask, a.shape), engine="vector", opcode="tensor_tensor_scan",
+                reads=reads, attrs=(("op0", n0), ("op1", n1)))

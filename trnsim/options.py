@@ -1,0 +1,93 @@
+"""Simulator options in one frozen object (the Pallas ``InterpretParams`` idea), read from the environment.
+
+Environment variables (all optional):
+  TRNSIM_TARGET=trn1|trn2|trn3      generation to simulate (also NEURON_PLATFORM_TARGET_OVERRIDE,
+                                    NKI_NC_VERSION=gen2|gen3|gen4 as the public harnesses set them)
+  TRNSIM_STRICT=1                   uninitialized reads reaching an output become errors
+  NKI_PRECISE_FP=0                  keep low-precision tensors in fp32 (official simulator switch)
+  NEURON_RT_STOCHASTIC_ROUNDING_EN=1  stochastic rounding on fp32 -> bf16/fp8 writes
+  TRNSIM_SEED=<int>                 seed for stochastic rounding and random ops
+  TRNSIM_HARDWARE=<file>            a hardware data file that overrides the built-in catalog
+  TRNSIM_TIMING_ONLY=1              skip numerics (shapes, regions and the trace are kept)
+  TRNSIM_UNINIT=nan|zero            fill of fresh SBUF/PSUM allocations (NaN shows bugs)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Literal, Mapping, Optional
+
+from .errors import ConfigError
+
+_TARGET_ALIASES = {
+    "trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "v2": "trn1", "trn1n": "trn1",
+    "trn2": "trn2", "gen3": "trn2", "v3": "trn2", "trn2u": "trn2",
+    "trn3": "trn3", "gen4": "trn3", "v4": "trn3",
+}
+
+
+def canonical_target(name: str) -> str:
+    """Map any accepted spelling (trn2, gen3, v3, trn2.48xlarge) to trn1|trn2|trn3."""
+    key = str(name).strip().lower().split(".")[0]
+    try:
+        return _TARGET_ALIASES[key]
+    except KeyError:
+        raise ConfigError(f"unknown target {name!r}", rule="target",
+                          limit="one of trn1, trn2, trn3 (or gen2/gen3/gen4)", value=name) from None
+
+
+def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:
+    v = env.get(key)
+    if v is None or v == "":
+        return default
+    v = v.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"environment variable {key} must be 0 or 1", rule="env", value=v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Everything that changes how a kernel is simulated. Build with ``Options.from_env()``."""
+    target: str = "trn2"
+    strict: bool = False
+    precise_fp: bool = True
+    stochastic_rounding: bool = False
+    seed: int = 0
+    hardware_file: Optional[str] = None
+    timing_only: bool = False
+    uninit: Literal["nan", "zero"] = "nan"
+
+    def __post_init__(self):
+        object.__setattr__(self, "target", canonical_target(self.target))
+        if self.uninit not in ("nan", "zero"):
+            raise ConfigError("uninit fill must be 'nan' or 'zero'", rule="options", value=self.uninit)
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides) -> "Options":
+        env = os.environ if env is None else env
+        target = (env.get("TRNSIM_TARGET") or env.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+                  or env.get("NKI_NC_VERSION") or "trn2")
+        seed_s = env.get("TRNSIM_SEED", "0")
+        try:
+            seed = int(seed_s)
+        except ValueError:
+            raise ConfigError("TRNSIM_SEED must be an integer", rule="env", value=seed_s) from None
+        opts = dict(
+            target=target,
+            strict=_flag(env, "TRNSIM_STRICT", False),
+            precise_fp=_flag(env, "NKI_PRECISE_FP", True),
+            stochastic_rounding=_flag(env, "NEURON_RT_STOCHASTIC_ROUNDING_EN", False),
+            seed=seed,
+            hardware_file=env.get("TRNSIM_HARDWARE") or None,
+            timing_only=_flag(env, "TRNSIM_TIMING_ONLY", False),
+            uninit=(env.get("TRNSIM_UNINIT") or "nan").lower(),
+        )
+        opts.update(overrides)
+        return cls(**opts)
+
+    def replace(self, **kw) -> "Options":
+        return dataclasses.replace(self, **kw)

@@ -1,0 +1,88 @@
+"""Find the user's source line: the innermost stack frame that is not trnsim's own code.
+
+Like SimPy's ``_describe_frame`` and Triton's line-number rewriting, errors and trace records name
+the kernel's own file and line, never a frame inside trnsim.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import NamedTuple, Optional
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_internal_cache: dict = {}
+
+
+class SourceLoc(NamedTuple):
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} ({self.function})"
+
+
+_UNKNOWN = SourceLoc("<unknown>", 0, "?")
+_loc_cache: dict = {}
+
+
+def is_internal(code: types.CodeType) -> bool:
+    """True when the code object belongs to trnsim itself (its frames are never blamed)."""
+    r = _internal_cache.get(code)
+    if r is None:
+        fn = code.co_filename
+        r = fn.startswith(_PKG_DIR) and "_shims" not in fn
+        _internal_cache[code] = r
+    return r
+
+
+def user_frame(depth: int = 1) -> Optional[types.FrameType]:
+    f = sys._getframe(depth)
+    while f is not None and is_internal(f.f_code):
+        f = f.f_back
+    return f
+
+
+def user_loc(depth: int = 2) -> SourceLoc:
+    """The (file, line, function) of the innermost user frame; interned so traces share objects."""
+    f = sys._getframe(depth)
+    while f is not None and is_internal(f.f_code):
+        f = f.f_back
+    if f is None:
+        return _UNKNOWN
+    key = (f.f_code, f.f_lineno)
+    loc = _loc_cache.get(key)
+    if loc is None:
+        loc = SourceLoc(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+        _loc_cache[key] = loc
+    return loc
+
+
+def describe(loc: SourceLoc) -> str:
+    """``file:line (function): source text`` for an error message."""
+    if loc is _UNKNOWN:
+        return "<unknown location>"
+    text = ""
+    try:
+        import linecache
+        text = linecache.getline(loc.file, loc.line).strip()
+    except Exception:  # pragma: no cover - source not available
+        text = ""
+    s = f"{loc.file}:{loc.line} in {loc.function}"
+    if text:
+        s += f"\n    {text}"
+    return s
+
+
+def strip_internal_frames(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:
+    """Rebuild a traceback keeping only frames outside trnsim, so users see their own code only."""
+    frames = []
+    while tb is not None:
+        if not is_internal(tb.tb_frame.f_code):
+            frames.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    new = None
+    for frame, lasti, lineno in reversed(frames):
+        new = types.TracebackType(new, frame, lasti, lineno)
+    return new
