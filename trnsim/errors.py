@@ -98,6 +98,11 @@ class LaunchError(KernelError):
     rule = "launch"
 
 
+class GenerationError(KernelError):
+    """A hardware feature the target NeuronCore generation does not have (e.g. double_row on v2)."""
+    rule = "generation"
+
+
 class UnsupportedError(KernelError):
     """A feature the hardware has but trnsim does not model yet; named, never approximated."""
     rule = "unsupported"

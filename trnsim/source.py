@@ -29,11 +29,12 @@ _loc_cache: dict = {}
 
 def is_internal(code: types.CodeType) -> bool:
     """True when the code object belongs to trnsim itself (its frames are never blamed)."""
-    r = _internal_cache.get(code)
+    # keyed by file name: code objects compare equal across files when their bodies match
+    fn = code.co_filename
+    r = _internal_cache.get(fn)
     if r is None:
-        fn = code.co_filename
         r = fn.startswith(_PKG_DIR) and "_shims" not in fn
-        _internal_cache[code] = r
+        _internal_cache[fn] = r
     return r
 
 
@@ -51,7 +52,7 @@ def user_loc(depth: int = 2) -> SourceLoc:
         f = f.f_back
     if f is None:
         return _UNKNOWN
-    key = (f.f_code, f.f_lineno)
+    key = (f.f_code.co_filename, f.f_code, f.f_lineno)  # equal code objects may live in two files
     loc = _loc_cache.get(key)
     if loc is None:
         loc = SourceLoc(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)

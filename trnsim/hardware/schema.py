@@ -93,6 +93,92 @@ class Clocks:
 
 
 @dataclass(frozen=True)
+class TensorTiming:
+    mm_init_cycles: int
+    fp32_passes: int
+    ls_cycles_per_column: float
+    result_latency_cycles: int
+    fp8_speedup: float
+    double_row_speedup: float
+    mx_speedup: float
+    fp32_transpose_speedup: float
+    onezero_speedup: float
+    throttle_start: float
+    throttle_ramp_ns: float
+    throttle_window_ns: float
+    throttle_min_utilization: float
+
+
+@dataclass(frozen=True)
+class VectorTiming:
+    elems_per_cycle: float
+    two_input_factor: float
+    access_bubble_cycles: float
+    min_ii_cycles: float
+    latency_cycles: float
+    bf16_copy_speedup: float
+    bf16_psum_or_strided_speedup: float
+    bf16_tensor_tensor_speedup: float
+    strided_penalty: float
+
+
+@dataclass(frozen=True)
+class ScalarTiming:
+    elems_per_cycle: float
+    access_bubble_cycles: float
+    min_ii_cycles: float
+    latency_cycles: float
+    reduce_extra_cycles: float
+    bf16_speedup: float
+    strided_penalty: float
+
+
+@dataclass(frozen=True)
+class GpSimdTiming:
+    elems_per_cycle_32bit: float
+    access_bubble_cycles: float
+    min_ii_cycles: float
+    latency_cycles: float
+
+
+@dataclass(frozen=True)
+class DmaTiming:
+    engine_bytes_per_ns: float
+    partitions_per_engine: int
+    efficiency_bytes: Tuple[float, ...]
+    efficiency: Tuple[float, ...]
+    efficiency_floor: float
+    fixed_latency_ns: float
+    hwdge_latency_ns: float
+    transpose_hbm_efficiency: float
+    transpose_sbuf_efficiency: float
+
+
+@dataclass(frozen=True)
+class SyncTiming:
+    cross_engine_ns: float
+
+
+@dataclass(frozen=True)
+class PortTiming:
+    """Shared-port rules between engines (v2 serializes them, v3 lifts them)."""
+    vector_gpsimd_share_sbuf: bool
+    vector_scalar_share_psum: bool
+
+
+@dataclass(frozen=True)
+class CoreTiming:
+    """Cost-model figures of one NeuronCore generation (hardware.md section 11)."""
+    tensor: TensorTiming
+    vector: VectorTiming
+    scalar: ScalarTiming
+    gpsimd: GpSimdTiming
+    dma: DmaTiming
+    sync: SyncTiming
+    ports: PortTiming
+
+
+@dataclass(frozen=True)
 class CoreSpec:
     """One NeuronCore generation (v2 = Trn1/Inf2, v3 = Trn2, v4 = Trn3)."""
     key: str
@@ -110,6 +196,7 @@ class CoreSpec:
     dma_queues_per_engine: int
     dtypes: Tuple[str, ...]
     lnc: Tuple[int, ...]
+    timing: CoreTiming
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def source(self, path: str) -> str:

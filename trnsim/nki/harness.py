@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import KernelError, LaunchError, TrnsimError
 from ..options import Options
-from ..source import describe, strip_internal_frames, user_loc
+from ..source import SourceLoc, describe, is_internal, strip_internal_frames, user_loc
 from .core import dtypes as dt
 from .core.context import KernelContext, maybe_current, running
 from .core.storage import Storage
@@ -24,6 +24,7 @@ from .core.tensor import NkiTensor
 from .core.trace import Trace
 
 _last = threading.local()
+ACTIVE_TRACES: List[Trace] = []  # traces being recorded now (progress display reads their length)
 
 
 class SpmdDim(int):
@@ -195,9 +196,12 @@ def _bind_names(fn: Callable, args, kwargs) -> Tuple[List[Optional[str]], Dict[s
 def _outputs(ret, as_torch: bool):
     if isinstance(ret, NkiTensor):
         if ret._st.memory != "hbm":
-            raise LaunchError(f"a kernel must return HBM tensors; '{ret.name}' is in "
-                              f"{ret._st.memory.upper()} (store it into an nl.shared_hbm tensor)",
-                              rule="kernel-output-memory", value=ret._st.memory)
+            loc = ret._st.loc
+            raise LaunchError(f"a kernel must return HBM tensors; '{ret.name}' (allocated at the line "
+                              f"below) is in {ret._st.memory.upper()} (store it into an "
+                              "nl.shared_hbm tensor)", rule="kernel-output-memory",
+                              limit="hbm / shared_hbm", value=ret._st.memory,
+                              where=describe(loc) if loc else None)
         a = np.array(ret.array(), copy=True)
         if ret._st.sdtype != dt.storage_dtype(ret.dtype, True) and ret.dtype in dt.LOW_PRECISION_FLOATS:
             a = a.astype(ret.dtype)  # NKI_PRECISE_FP=0 kept fp32 internally
@@ -213,6 +217,10 @@ def _outputs(ret, as_torch: bool):
     return ret
 
 
+def _short(loc) -> str:
+    return f"{loc.file.split('/')[-1]}:{loc.line}" if loc else "?"
+
+
 def _check_outputs_written(ctx: KernelContext, ret) -> None:
     tensors = []
 
@@ -226,14 +234,16 @@ def _check_outputs_written(ctx: KernelContext, ret) -> None:
             for x in r.values():
                 walk(x)
     walk(ret)
+    reported = ctx.shared.get("uninit_sinks", ())
     for t in tensors:
         st = t._st
-        if st.memory == "hbm" and not st.full and not st.mutable:
+        if st.memory == "hbm" and not st.full and not st.mutable and st.id not in reported:
             iv = t.init_view()
             if iv is not None and not iv.all():
                 n = int(iv.size - np.count_nonzero(iv))
-                ctx.report_uninit(f"output '{t.name}' has {n} of {iv.size} elements never written by "
-                                  "the kernel", rule="err_tensor_output_not_written_to")
+                ctx.report_uninit(f"output '{t.name}' (allocated at {_short(st.loc)}) has {n} of "
+                                  f"{iv.size} elements never written by the kernel",
+                                  rule="err_tensor_output_not_written_to", loc=st.loc)
 
 
 def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (), lnc: int = 1,
@@ -251,17 +261,19 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (
     for g in grid:
         if g <= 0:
             raise LaunchError(f"launch grid dims must be positive, got {grid}", rule="launch-grid",
-                              value=grid)
+                              limit="positive integers", value=grid, where=describe(user_loc()))
     kname = kernel_name or getattr(fn, "__name__", "kernel")
     shared: dict = {}
     traces: List[Trace] = []
     ret = None
+    n_active = len(ACTIVE_TRACES)
     try:
         if lnc > 1:
             ret, traces = _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname)
         else:
             trace = Trace(target=opts.target, meta={"kernel": kname, "grid": list(grid), "lnc": 1})
             traces = [trace]
+            ACTIVE_TRACES.append(trace)
             points = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
             for pid in points:
                 ctx = KernelContext(options=opts, api=api, core_id=0, program_id=pid, grid=grid,
@@ -274,10 +286,37 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (
         outputs = _outputs(ret, inputs.any_torch)
         inputs.write_back()
     except TrnsimError as e:
+        _locate(e, fn)
         raise e.with_traceback(strip_internal_frames(e.__traceback__)) from None
     res = RunResult(outputs=outputs, traces=traces, options=opts, grid=grid, lnc=lnc)
     _last.run = res
     return res
+
+
+def _kernel_loc(fn) -> Optional[SourceLoc]:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return SourceLoc(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def _locate(e: TrnsimError, fn) -> None:
+    """An error raised without a location gets the kernel line it came from: the innermost user
+    frame of its traceback, else (checks made after the kernel returned) the kernel's definition."""
+    if e.where:
+        return
+    tb, last = e.__traceback__, None
+    while tb is not None:
+        if not is_internal(tb.tb_frame.f_code):
+            last = tb
+        tb = tb.tb_next
+    if last is not None:
+        code = last.tb_frame.f_code
+        e.where = describe(SourceLoc(code.co_filename, last.tb_lineno, code.co_name))
+        return
+    loc = _kernel_loc(fn)
+    if loc is not None:
+        e.where = f"kernel {loc.function!r} defined at " + describe(loc)
 
 
 def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
@@ -298,17 +337,18 @@ def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
     results: List[Any] = [None] * lnc
     errors: List[Optional[BaseException]] = [None] * lnc
     shared_lock = threading.Lock()
+    ctxs: List[Optional[KernelContext]] = [None] * lnc
 
     def body(i):
         ctx = KernelContext(options=opts, api=api, core_id=i, program_id=(i,), grid=(lnc,),
                             trace=traces[i], shared=shared, kernel_name=kname, lnc=lnc)
+        ctxs[i] = ctx
         ctx.group = group
         ctx.shared_lock = shared_lock
         try:
             with running(ctx):
                 results[i] = fn(*cargs, **ckw)
                 ctx.check_capacity()
-                _check_outputs_written(ctx, results[i])
         except BaseException as e:  # keep the first failure; release the other core's waits
             errors[i] = e
             group.fail(e)
@@ -321,6 +361,8 @@ def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
     for e in errors:
         if e is not None and not getattr(e, "_trnsim_secondary", False):
             raise e
+    with running(ctxs[0]):  # both cores write the shared outputs: check once both are done
+        _check_outputs_written(ctxs[0], results[0])
     return results[0], traces
 
 
@@ -354,7 +396,8 @@ class Kernel:
         if self.api == "new":
             if len(grid) != 1:
                 raise LaunchError("new-API kernels launch as kernel[lnc] with one number",
-                                  rule="lnc-launch", value=grid)
+                                  rule="lnc-launch", limit="kernel[1] or kernel[2]", value=grid,
+                                  where=describe(user_loc()))
             return self._replace(lnc=int(grid[0]))
         return self._replace(grid=tuple(grid))
 
@@ -372,8 +415,9 @@ class Kernel:
         ctx = maybe_current()
         if ctx is not None:
             if self.grid:
-                raise KernelError("a kernel launched with an SPMD grid cannot be called from another "
+                raise LaunchError("a kernel launched with an SPMD grid cannot be called from another "
                                   "kernel", rule="err_nested_kernel_with_spmd_grid",
+                                  limit="no grid on nested kernel calls", value=f"grid {self.grid}",
                                   where=describe(user_loc()))
             ctx.depth += 1
             try:

@@ -224,12 +224,22 @@ def _resolve_buffer(buffer, legacy: bool, address):
 
 
 def _hbm(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool) -> NkiTensor:
+    lock = getattr(ctx, "shared_lock", None) if kind == "shared_hbm" else None
+    if lock is None:
+        return _hbm_alloc(ctx, shape, d, kind, name, legacy)
+    with lock:  # LNC cores run as threads: both must get the same shared_hbm tensor
+        return _hbm_alloc(ctx, shape, d, kind, name, legacy)
+
+
+def _hbm_alloc(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool) -> NkiTensor:
     shp, _ = parse_shape(shape, legacy, False)
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
     if kind == "shared_hbm":
         if ctx.depth > 0:
-            raise KernelError("shared_hbm tensors can only be allocated at the top level of a kernel",
-                              rule="err_shared_hbm_must_in_kernel_level", value=name,
+            raise KernelError(f"shared_hbm tensor '{name or 'tensor'}' allocated inside a sub-kernel; "
+                              "shared_hbm tensors can only be allocated at the top level of a kernel",
+                              rule="err_shared_hbm_must_in_kernel_level",
+                              limit="top-level kernel scope", value=f"sub-kernel depth {ctx.depth}",
                               where=_where())
         key = ("shared_hbm", ctx.shared_hbm_seq)
         ctx.shared_hbm_seq += 1
@@ -239,6 +249,7 @@ def _hbm(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool) -> Nk
     n = 1
     for s in shp:
         n *= s
+    ctx.check_hbm(n * sd.itemsize, name or "tensor")  # before the host buffer is allocated
     st = ctx.new_storage("hbm", kind, name or None, n * sd.itemsize, sd, 1, 0, account=False)
     ctx.charge(st)
     strides = []
@@ -386,6 +397,16 @@ def fill(t: NkiTensor, value) -> None:
         t._st.full = True
         ctx.record("dma", "memset", [], [region(t)], 1, t.size, "-", dt.name(t.dtype))
         return
+    if t._st.memory == "psum" and value == 0 and t._blocks is None:
+        # a zeroed PSUM accumulator costs nothing when a matmul writes it first (the compiler
+        # sets the matmul's start-accumulation flag instead); otherwise the memset is traced
+        # just before the first other access (context.py, pending_zero)
+        flat = _flat_view(t)
+        if ctx.numerics:
+            flat.array()[...] = 0
+        t._st.full = True
+        ctx.pending_zero[t._st.region_id] = (region(flat), dt.name(t.dtype), flat.shape)
+        return
     if t._blocks is not None:
         for idx in np.ndindex(*t._blocks.block_shape):
             memset_new(ctx, None, value, t.dtype, dst=t[idx])
@@ -394,9 +415,15 @@ def fill(t: NkiTensor, value) -> None:
         memset_new(ctx, None, value, t.dtype, dst=t)
         return
     # auto block tensor: one memset over the whole allocation (all blocks, all partitions)
-    flat = NkiTensor(t._st, t._off, (t.shape[t._pdim], t._st.row_bytes // t._st.sdtype.itemsize),
+    memset_new(ctx, None, value, t.dtype, dst=_flat_view(t))
+
+
+def _flat_view(t: NkiTensor) -> NkiTensor:
+    """The whole allocation as one (partitions, elements) tile."""
+    if t._pdim == 0:
+        return t
+    return NkiTensor(t._st, t._off, (t.shape[t._pdim], t._st.row_bytes // t._st.sdtype.itemsize),
                      (t._st.pstride, t._st.sdtype.itemsize), t.dtype, 0, owner=t._owner)
-    memset_new(ctx, None, value, t.dtype, dst=flat)
 
 
 def shared_constant(constant, dtype=None) -> NkiTensor:

@@ -58,6 +58,12 @@ def _mod(a, b):
         return np.mod(_f32(a), _f32(b))
 
 
+def _fmod(a, b):
+    # nl.fmod: the remainder takes the dividend's sign (C fmod), unlike nl.mod (divisor's sign)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.fmod(_f32(a), _f32(b))
+
+
 def _bits(x):
     x = np.asarray(x)
     if x.dtype.kind in "iub":
@@ -67,15 +73,26 @@ def _bits(x):
     return x.astype(np.int64)
 
 
+def _same_width(a, b):
+    """Bit patterns of a tile and an immediate in the tile's width: a 64-bit immediate would
+    widen the result, and the write would then saturate where the 32-bit ALU wraps."""
+    a, b = _bits(a), _bits(b)
+    if np.ndim(a) and not np.ndim(b):
+        b = np.asarray(b).astype(a.dtype)
+    elif np.ndim(b) and not np.ndim(a):
+        a = np.asarray(a).astype(b.dtype)
+    return a, b
+
+
 def _bitop(f):
     def g(a, b):
-        a, b = _bits(a), _bits(b)
-        return f(a, b)
+        return f(*_same_width(a, b))
     return g
 
 
 def _shift_left(a, b):
-    return np.left_shift(_bits(a), _bits(b))
+    a, b = _same_width(a, b)
+    return np.left_shift(a, np.asarray(b).astype(a.dtype))  # bits shifted out are dropped
 
 
 def _shift_right(a, b):
@@ -84,9 +101,13 @@ def _shift_right(a, b):
 
 
 def _logical_shift_right(a, b):
-    a = _bits(a)
-    u = a.view(np.uint32) if a.dtype.itemsize == 4 else a.astype(np.uint64)
-    return np.right_shift(u, _bits(b)).astype(a.dtype)
+    # zero-fill within the operand's own width (an 8/16-bit signed value must not be
+    # sign-extended to 64 bits first)
+    a, b = _same_width(a, b)
+    a = np.asarray(a)
+    ut = np.dtype(f"u{a.dtype.itemsize}")
+    u = a.view(ut) if a.dtype.kind == "i" else a
+    return np.right_shift(u, np.asarray(b).astype(ut)).view(a.dtype)
 
 
 def _cmp(f):
@@ -110,6 +131,7 @@ BINARY: Dict[str, Callable] = {
     "minimum": lambda a, b: np.minimum(_f32(a), _f32(b)),
     "power": _pow,
     "mod": _mod,
+    "fmod": _fmod,
     "abs_max": lambda a, b: np.maximum(np.abs(_f32(a)), np.abs(_f32(b))),
     "equal": _cmp(np.equal),
     "not_equal": _cmp(np.not_equal),
@@ -124,7 +146,9 @@ BINARY: Dict[str, Callable] = {
     "bitwise_or": _bitop(np.bitwise_or),
     "bitwise_xor": _bitop(np.bitwise_xor),
     "left_shift": _shift_left,
-    "right_shift": _shift_right,
+    # the ALU table lists nl.right_shift as the *logical* shift right; arithmetic shift right is
+    # "not supported" (nki.api.shared.rst), so signed values are zero-filled, not sign-extended
+    "right_shift": _logical_shift_right,
     "logical_shift_right": _logical_shift_right,
     "arithmetic_shift_right": _shift_right,
     "rsqrt_mul": lambda a, b: _f32(a) / np.sqrt(_f32(b)),
@@ -143,6 +167,7 @@ REDUCE: Dict[str, tuple] = {
     "bitwise_xor": (np.bitwise_xor, 0),
     "logical_or": (np.logical_or, 0),
     "logical_and": (np.logical_and, 1),
+    "logical_xor": (np.logical_xor, 0),  # a legal reduction op in the ALU table
     "abs_max": (None, 0.0),
 }
 
@@ -238,7 +263,7 @@ UNARY: Dict[str, Callable] = {
 _ALIASES = {
     "sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "mul": "multiply",
     "sub": "subtract", "div": "divide", "true_divide": "divide", "pow": "power", "amax": "maximum",
-    "amin": "minimum", "bypass": "copy", "fmod": "mod", "remainder": "mod",
+    "amin": "minimum", "bypass": "copy", "remainder": "mod",
 }
 
 
@@ -246,7 +271,7 @@ def _register_numpy():
     pairs = {
         np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
         np.true_divide: "divide", np.maximum: "maximum", np.minimum: "minimum", np.power: "power",
-        np.mod: "mod", np.fmod: "mod", np.equal: "equal", np.not_equal: "not_equal",
+        np.mod: "mod", np.fmod: "fmod", np.equal: "equal", np.not_equal: "not_equal",
         np.less: "less", np.less_equal: "less_equal", np.greater: "greater",
         np.greater_equal: "greater_equal", np.logical_and: "logical_and",
         np.logical_or: "logical_or", np.logical_xor: "logical_xor", np.bitwise_and: "bitwise_and",
@@ -274,7 +299,7 @@ def reduce_apply(name: str, x: np.ndarray, axes, keepdims: bool) -> np.ndarray:
         return np.max(np.abs(_f32(x)), axis=axes, keepdims=keepdims)
     if name in ("bitwise_or", "bitwise_and", "bitwise_xor"):
         return f.reduce(_bits(x), axis=axes, keepdims=keepdims)
-    if name in ("logical_or", "logical_and"):
+    if name in ("logical_or", "logical_and", "logical_xor"):
         return f.reduce(_f32(x) != 0, axis=axes, keepdims=keepdims).astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         return f.reduce(_f32(x), axis=axes, keepdims=keepdims)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import KernelError, MemoryAccessError, ShapeError
+from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError
 from . import dtypes as dt
 from .context import current, region
 from .tensor import NkiTensor
@@ -161,6 +161,11 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     _, idx, engine, opcode = prod._fresh
     prod._fresh = None
     base.check_writable(ctx, dst, opcode)
+    acc_types = ctx.spec.tensor.output_dtypes  # PSUM read-add-write runs in these (fp32; +bf16 v4)
+    if dt.name(dst.dtype) not in acc_types:
+        raise DtypeError(f"{opcode}: accumulating into PSUM tile '{dst.name}' of dtype "
+                         f"{dt.name(dst.dtype)}", rule="psum-accumulate-dtype",
+                         limit=", ".join(acc_types), value=dt.name(dst.dtype), where=base.where())
     mask = prod._mask
     vals = prod.array() if ctx.numerics else None
     pinit = None if prod._st.full else prod.init_view()
@@ -174,7 +179,7 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
         if dst._st.full:
             summed = base.f32(old) + vals
         else:
-            was = dst.init_view() != 0
+            was = base.written(ctx, dst, opcode)
             summed = np.where(was, base.f32(old) + vals, vals)
         vals = summed
     base.write(ctx, dst, vals, pinit, mask)

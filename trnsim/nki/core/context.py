@@ -126,6 +126,7 @@ class ManualMemory:
         self.region_id = next(_region_ids)
         self.owners: Dict[Any, int] = {}
         self.owner_names: Dict[int, str] = {}
+        self.wrote: set = set()  # owner ids (tensor or block) that have written since allocation
 
     def owner_id(self, key, name: str) -> int:
         i = self.owners.get(key)
@@ -153,9 +154,13 @@ class KernelContext:
         self.options = options
         self.api = api  # "legacy" | "new"
         conv = cat.numerics.get("conversion", {})
+        # SPMD instances run one after another on the core, so each gets its own random stream
+        # (restarting one stream per instance would repeat the same stochastic rounding and
+        # random numbers in every instance of a grid)
+        inst = int(np.ravel_multi_index(program_id, grid)) if grid and program_id else 0
         self.convert = dt.Converter(precise=options.precise_fp,
                                     stochastic=options.stochastic_rounding,
-                                    seed=options.seed + 7919 * core_id,
+                                    seed=options.seed + 7919 * core_id + 104729 * inst,
                                     float_to_int_rounding=conv.get("float_to_int_rounding", "rne"),
                                     float_to_int_overflow=conv.get("float_to_int_overflow", "saturate"))
         self.numerics = not options.timing_only
@@ -172,12 +177,13 @@ class KernelContext:
         self._manual: Dict[str, ManualMemory] = {}
         self.uninit_origins: List[str] = []
         self.uninit_reported: set = set()
-        self.rng = np.random.default_rng(options.seed + 1000003 * core_id)
+        self.rng = np.random.default_rng(options.seed + 1000003 * core_id + 15485863 * inst)
         self.name_counter = itertools.count()
         self.shared_hbm_seq = 0
         self.depth = 0  # nesting of inline sub-kernel calls
         self.loops: list = []  # [iteration, traced_once] per active nl.*_range loop
         self.placements: dict = {}  # manual allocation call stack -> first placement
+        self.pending_zero: dict = {}  # PSUM region id -> zero-fill not yet traced (alloc.fill)
 
     # -- memories ---------------------------------------------------------------------------
     def manual(self, memory: str) -> ManualMemory:
@@ -198,33 +204,40 @@ class KernelContext:
             name = f"t{next(self.name_counter)}"
         fill = None if not self.numerics else self.options.uninit
         st = Storage(memory=memory, kind=kind, name=name, nbytes=nbytes, sdtype=sdtype,
-                     partitions=partitions, pstride=pstride, loc=loc or user_loc(), fill=fill)
+                     partitions=partitions, pstride=pstride, loc=loc or user_loc(), fill=fill,
+                     full=not self.numerics)  # timing-only: no values, so no init tracking
         if account:
             self.charge(st)
         return st
 
-    def charge(self, st: Storage) -> None:
+    def charge(self, st: Storage, first: Optional[int] = None) -> None:
         """Count a storage against its memory's capacity (at allocation, or when a temporary
-        result is first used as an operand)."""
+        result is first used as an operand: ``first`` is then the instruction that produced it)."""
         if st.accounted:
             return
         if st.memory == "hbm":
-            cap = self.chip.hbm_bytes_per_core
+            self.check_hbm(st.nbytes, st.name)
             self.hbm_used += st.nbytes
             st.accounted = True
-            if self.hbm_used > cap:
-                raise CapacityError(f"HBM overflow allocating '{st.name}' ({st.nbytes} B)",
-                                    rule="hbm-capacity", limit=f"{cap} B per NeuronCore",
-                                    value=f"{self.hbm_used} B", where=describe(user_loc()))
             return
         self.accountant(st.memory).charge(st, 0, st.partitions, st.row_bytes,
-                                          len(self.trace.instructions))
+                                          len(self.trace.instructions) if first is None else first)
+
+    def check_hbm(self, nbytes: int, name: str) -> None:
+        """Raise before an HBM allocation that would not fit the core's share of HBM."""
+        cap = self.chip.hbm_bytes_per_core
+        if self.hbm_used + nbytes > cap:
+            raise CapacityError(f"HBM overflow allocating '{name}' ({nbytes} B)",
+                                rule="hbm-capacity", limit=f"{cap} B per NeuronCore",
+                                value=f"{self.hbm_used + nbytes} B", where=describe(user_loc()))
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, engine: str, opcode: str, reads, writes, partitions: int, free: int,
                dtype_in: str, dtype_out: str, attrs: Tuple = (), loc: Optional[SourceLoc] = None
                ) -> int:
         tr = self.trace
+        if self.pending_zero:
+            self._resolve_pending_zero(engine, reads, writes, loc)
         idx = len(tr.instructions)
         ins = Instruction(idx, engine, opcode,
                           tuple(tr.intern(r) for r in reads), tuple(tr.intern(r) for r in writes),
@@ -244,7 +257,28 @@ class KernelContext:
                 self.psum.touch(r.tensor, idx)
         return tr.append(ins)
 
+    def _resolve_pending_zero(self, engine, reads, writes, loc) -> None:
+        pz = self.pending_zero
+        for r in reads:
+            if r.tensor in pz:
+                self._trace_zero_fill(pz.pop(r.tensor), loc)
+        for r in writes:
+            if r.tensor in pz:
+                info = pz.pop(r.tensor)
+                if engine != "tensor":
+                    self._trace_zero_fill(info, loc)
+
+    def _trace_zero_fill(self, info, loc) -> None:
+        reg, dname, shape = info
+        free = 1
+        for s in shape[1:]:
+            free *= s
+        self.record("vector", "memset", [], [reg], shape[0], free, "-", dname,
+                    (("value", 0.0),), loc)
+
     def touch(self, r: Region, idx: int) -> None:
+        if self.pending_zero:
+            self.pending_zero.pop(r.tensor, None)  # the retargeted write initializes it
         if r.memory == "sbuf":
             self.sbuf.touch(r.tensor, idx)
         elif r.memory == "psum":
@@ -265,9 +299,11 @@ class KernelContext:
                 f"{what} reads never-written {st.memory.upper()} tensor '{t.name}' (allocated at "
                 f"{where}) at {loc.file.split('/')[-1]}:{loc.line}")
 
-    def report_uninit(self, message: str, rule: str = "uninitialized-read") -> None:
-        """A never-written value reached an output: warning, or error under TRNSIM_STRICT=1."""
-        loc = user_loc()
+    def report_uninit(self, message: str, rule: str = "uninitialized-read",
+                      loc: Optional[SourceLoc] = None) -> None:
+        """A never-written value reached an output: warning, or error under TRNSIM_STRICT=1.
+        ``loc`` names the kernel line when the report is made after the kernel returned."""
+        loc = loc or user_loc()
         key = (loc, rule)
         if key in self.uninit_reported:
             return
@@ -300,6 +336,13 @@ class running:
 # -- regions ---------------------------------------------------------------------------------
 def region(t) -> Region:
     """The Region a tensor view covers (bounding box for gathers, flagged indirect)."""
+    r = t._region
+    if r is None:
+        r = t._region = _region(t)
+    return r
+
+
+def _region(t) -> Region:
     st = t._st
     g = t._gather
     indirect = False

@@ -271,7 +271,16 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
 
 
 def scalar_dtype(x: Any) -> np.dtype:
-    """Weak Python scalars count as int32 / float32 / uint8 (bool) in promotion."""
+    """Weak Python scalars count as int32 / float32 / uint8 (bool) in promotion; a typed numpy
+    scalar (``np.float16(2)``, ``np.int8(3)``, ``ml_dtypes.bfloat16(1)``) keeps its dtype."""
+    # legacy docs ('Weakly Typed Scalar Type Inference'): "explicitly set the datatype of the
+    # scalar, like np.int8(2)" to keep a narrow result.  64-bit numpy scalars (np.sqrt of a
+    # Python number, np.prod of a shape) stay weak: NKI has no 64-bit types.
+    if isinstance(x, np.generic) and not isinstance(x, (np.float64, np.int64, np.uint64,
+                                                        np.bool_)):
+        d = np.dtype(type(x))
+        if d in NAMES:
+            return d
     if isinstance(x, (bool, np.bool_)):
         return uint8
     if isinstance(x, (int, np.integer)):

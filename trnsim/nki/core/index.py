@@ -281,11 +281,29 @@ class Predicate:
         return Predicate(lambda: ~self.values(), self.shape, f"~{self.text}")
 
     def __bool__(self):
-        raise IndexingError("'and'/'or'/'if' cannot be used on a mask predicate; join masks with & "
-                            "and |", rule="err_unsupported_expression_in_mask")
+        if _in_control_flow():
+            raise IndexingError("control flow cannot depend on an index expression (nl.arange/mgrid); "
+                                "use a mask= or affine_select instead",
+                                rule="err_control_flow_condition_depending_on_arange",
+                                limit="compile-time Python values only", value=self.text)
+        raise IndexingError("'and'/'or'/'not' cannot combine mask predicates; join them with & and |",
+                            rule="err_unsupported_expression_in_mask", limit="& and | of comparisons",
+                            value=self.text)
 
     def __repr__(self):
         return f"Predicate{self.text}"
+
+
+def _in_control_flow() -> bool:
+    """Whether the user statement converting a predicate to bool is an if/elif/while/assert
+    (legacy: control flow on arange values) rather than an and/or/not inside a mask."""
+    import linecache
+    from ...source import user_frame
+    f = user_frame(3)
+    if f is None:
+        return False
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno).lstrip()
+    return line.startswith(("if ", "if(", "elif ", "elif(", "while ", "while(", "assert "))
 
 
 def arange(start, stop=None, step: int = 1) -> IndexExpr:
@@ -355,6 +373,9 @@ class DynSlice:
         s = self.start
         if isinstance(s, IndexExpr) and not s.axes:
             s = s.const
+        reg = getattr(s, "_trnsim_register_value", None)
+        if reg is not None:  # a runtime register (new API): its current value
+            s = reg()
         if not _is_int(s) or not _is_int(self.size):
             raise IndexingError("nl.ds needs an integer start and size here (a runtime register "
                                 "start needs .ap(scalar_offset=...))", rule="index-ds",

@@ -22,7 +22,7 @@ class Storage:
     __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
                  "manual", "loc", "owner", "is_output", "mutable", "base_off", "row_bytes",
-                 "__weakref__")
+                 "written", "__weakref__")
 
     def __init__(self, *, memory: str, kind: str, name: str, nbytes: int, sdtype: np.dtype,
                  partitions: int, pstride: int, loc=None, data: Optional[np.ndarray] = None,
@@ -47,6 +47,7 @@ class Storage:
         self.mutable = False
         self.base_off = 0           # where this allocation starts in ``data`` (manual placement)
         self.row_bytes = pstride    # bytes per partition of this allocation (on-chip)
+        self.written = 0            # bytes marked initialized since the last whole-map check
         if data is None:
             data = np.empty(max(nbytes, 1), dtype=np.uint8)
             if fill is not None and nbytes:

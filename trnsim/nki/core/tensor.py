@@ -49,6 +49,8 @@ class Gather:
             if isinstance(ix, NkiTensor):
                 v = tile_values[id(ix)] if tile_values else ix.array()
                 v = np.asarray(v).astype(np.int64)
+            elif hasattr(ix, "resolve_index"):  # an index computed from tile values at access time
+                v = ix.resolve_index(tile_values)
             elif isinstance(ix, np.ndarray):
                 v = ix
             else:
@@ -72,7 +74,8 @@ class NkiTensor:
     """A tensor in HBM, SBUF or PSUM; what ``nl.ndarray`` returns and every ISA op takes."""
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __slots__ = ("_st", "_off", "_shape", "_strides", "_dtype", "_pdim", "_arr", "_gather",
-                 "_blocks", "_fresh", "_mask", "_reduce_op", "_owner", "_name", "__weakref__")
+                 "_blocks", "_fresh", "_mask", "_reduce_op", "_owner", "_name", "_region",
+                 "__weakref__")
 
     def __init__(self, st: Storage, off: int, shape: Tuple[int, ...], strides: Tuple[int, ...],
                  dtype: np.dtype, pdim: Optional[int], *, gather: Optional[Gather] = None,
@@ -91,6 +94,7 @@ class NkiTensor:
         self._reduce_op = None
         self._owner = owner
         self._name = name
+        self._region = None  # cached trace Region (a view's geometry never changes)
 
     # -- public attributes ------------------------------------------------------------------
     @property
@@ -112,6 +116,24 @@ class NkiTensor:
     @property
     def itemsize(self) -> int:
         return self._st.sdtype.itemsize
+
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """Strides in elements (new-API ``NkiTensor.strides``)."""
+        e = self.itemsize
+        return tuple(s // e for s in self._strides)
+
+    @property
+    def offset(self) -> int:
+        """Element offset of this view from the start of its allocation (row-major over the
+        partition rows for on-chip tensors)."""
+        st = self._st
+        rel = self._off - st.base_off
+        e = self.itemsize
+        if st.memory == "hbm" or not st.pstride:
+            return rel // e
+        p, b = divmod(rel, st.pstride)
+        return p * (st.row_bytes // e) + b // e
 
     @property
     def buffer(self) -> str:
@@ -207,10 +229,15 @@ class NkiTensor:
                          owner=self._owner if owner is None else owner, name=self._name)
 
     def is_contiguous(self) -> bool:
+        """Row-major contiguous; for on-chip tensors over the free dims only (partitions are
+        separate memories)."""
         if self._gather is not None:
             return False
         exp = self.itemsize
-        for n, s in zip(reversed(self._shape), reversed(self._strides)):
+        dims = list(zip(self._shape, self._strides))
+        if self._pdim is not None and self._pdim < len(dims):
+            dims = dims[self._pdim + 1:]
+        for n, s in reversed(dims):
             if n != 1 and s != exp:
                 return False
             exp *= n
@@ -309,9 +336,35 @@ class NkiTensor:
         return self[tuple(key)]
 
     def select(self, dim: int, index) -> "NkiTensor":
+        """Remove ``dim`` at ``index``; a tensor or register index selects at run time."""
+        dim = dim + self.ndim if dim < 0 else dim
+        if isinstance(index, NkiTensor) or hasattr(index, "_trnsim_register_value"):
+            if self.on_chip and dim == (self._pdim or 0):
+                raise IndexingError("a dynamic select cannot index the partition dim of an on-chip "
+                                    "tensor", rule="select-dynamic-partition", value=dim)
+            pat = [p for i, p in enumerate(self.get_pattern()) if i != dim]
+            return self.ap(pat, offset=0, scalar_offset=index, indirect_dim=dim)
         key = [slice(None)] * self.ndim
         key[dim] = index
         return self[tuple(key)]
+
+    def vector_select(self, dim: int, vector_offset: "NkiTensor") -> "NkiTensor":
+        """Per-partition indirect rows (HBM, dim 0): row ``vector_offset[p]`` for partition p."""
+        if dim != 0 or self.on_chip:
+            raise IndexingError("vector_select indexes dim 0 of an HBM tensor", rule="vector-select",
+                                limit="dim 0 of an HBM tensor", value=(dim, self.buffer))
+        pat = self.get_pattern()
+        pat[0] = [pat[0][0], int(vector_offset.shape[0])]
+        return self.ap(pat, offset=0, vector_offset=vector_offset, indirect_dim=0)
+
+    def indirect(self, index, num_elem=None) -> "NkiTensor":
+        raise UnsupportedError("tensor indirection (.indirect(), NeuronCore-v4) is not modelled by "
+                               "trnsim yet", rule="unsupported-api", value=".indirect()")
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
+        """einops-style split / reorder / merge of dims, as one view."""
+        from .indexing import rearrange
+        return rearrange(self, src_pattern, dst_pattern, fixed_sizes or {})
 
     def permute(self, dims) -> "NkiTensor":
         dims = tuple(dims)
@@ -335,6 +388,9 @@ class NkiTensor:
         return self._derive(self._off, shape, strides)
 
     def expand_dim(self, dim: int) -> "NkiTensor":
+        if self.on_chip and dim == 0:
+            raise ShapeError("expand_dim cannot insert a dim before the partition dim",
+                             rule="expand-dim-partition", limit="dim >= 1", value=dim)
         shape = list(self._shape)
         strides = list(self._strides)
         shape.insert(dim, 1)
@@ -342,6 +398,9 @@ class NkiTensor:
         return self._derive(self._off, shape, strides)
 
     def squeeze_dim(self, dim: int) -> "NkiTensor":
+        if self.on_chip and dim == 0:
+            raise ShapeError("squeeze_dim cannot remove the partition dim", rule="squeeze-partition",
+                             limit="dim >= 1", value=dim)
         if self._shape[dim] != 1:
             raise ShapeError("squeeze_dim needs a size-1 dim", rule="squeeze", value=self._shape[dim])
         shape = list(self._shape)

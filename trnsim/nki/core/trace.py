@@ -80,6 +80,9 @@ class Instruction:
         return self.partitions * self.free
 
 
+_FIELDS = tuple(f for f in Instruction.__dataclass_fields__)
+
+
 @dataclass
 class Trace:
     """The ordered instructions of one kernel run, per logical core."""
@@ -114,7 +117,9 @@ class Trace:
     def patch(self, i: int, **changes) -> None:
         """Replace fields of instruction ``i`` (used when a result is written straight into its
         destination, e.g. ``x[...] = nisa.activation(...)``)."""
-        self.instructions[i] = replace(self.instructions[i], **changes)
+        old = self.instructions[i]
+        # positional construction: dataclasses.replace is several times slower on this hot path
+        self.instructions[i] = Instruction(*[changes.get(f, getattr(old, f)) for f in _FIELDS])
 
     def by_engine(self) -> Dict[str, List[Instruction]]:
         out: Dict[str, List[Instruction]] = {}

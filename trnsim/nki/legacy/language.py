@@ -125,8 +125,9 @@ def broadcast_to(src, *, shape, **kw):
 
 # arithmetic ------------------------------------------------------------------------------------
 
-def _binary(name):
-    def f(x, y, *, dtype=None, mask=None, **kw):
+def _binary(name, default_dtype=None):
+    # comparisons and logical ops default to dtype=bool in the legacy signatures
+    def f(x, y, *, dtype=default_dtype, mask=None, **kw):
         return _ew.binary(name, x, y, dtype=dtype, mask=mask)
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} with numpy broadcasting (``nl.{name}``); also an ALU token."
@@ -141,16 +142,16 @@ maximum = _binary("maximum")
 minimum = _binary("minimum")
 power = _binary("power")
 mod = _binary("mod")
-fmod = _binary("mod")
-equal = _binary("equal")
-not_equal = _binary("not_equal")
-less = _binary("less")
-less_equal = _binary("less_equal")
-greater = _binary("greater")
-greater_equal = _binary("greater_equal")
-logical_and = _binary("logical_and")
-logical_or = _binary("logical_or")
-logical_xor = _binary("logical_xor")
+fmod = _binary("fmod")
+equal = _binary("equal", bool_)
+not_equal = _binary("not_equal", bool_)
+less = _binary("less", bool_)
+less_equal = _binary("less_equal", bool_)
+greater = _binary("greater", bool_)
+greater_equal = _binary("greater_equal", bool_)
+logical_and = _binary("logical_and", bool_)
+logical_or = _binary("logical_or", bool_)
+logical_xor = _binary("logical_xor", bool_)
 bitwise_and = _binary("bitwise_and")
 bitwise_or = _binary("bitwise_or")
 bitwise_xor = _binary("bitwise_xor")
@@ -158,8 +159,8 @@ left_shift = _binary("left_shift")
 right_shift = _binary("right_shift")
 
 
-def _unary(name):
-    def f(x, *, dtype=None, mask=None, **kw):
+def _unary(name, default_dtype=None):
+    def f(x, *, dtype=default_dtype, mask=None, **kw):
         return _act.unary(name, x, dtype=dtype, mask=mask)
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} (``nl.{name}``); also an activation token."
@@ -196,7 +197,7 @@ mish = _unary("mish")
 erf = _unary("erf")
 erf_dx = _unary("erf_dx")
 invert = _unary("invert")
-logical_not = _unary("logical_not")
+logical_not = _unary("logical_not", bool_)
 exp2 = _unary("exp2")
 log2 = _unary("log2")
 identity = common.alu("copy", lambda x, **kw: _ew.tensor_copy(None, x))
@@ -209,8 +210,8 @@ def where(condition, x, y, *, dtype=None, mask=None, **kw):
 
 # reductions ------------------------------------------------------------------------------------
 
-def _reduction(name, token):
-    def f(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kw):
+def _reduction(name, token, default_dtype=None):
+    def f(x, axis=None, *, dtype=default_dtype, mask=None, keepdims=False, **kw):
         return _red.reduce_free(None, token, x, axis, dtype=dtype, mask=mask, keepdims=keepdims,
                                 trailing=False)
     f.__name__ = name
@@ -222,7 +223,7 @@ sum = _reduction("sum", "add")
 max = _reduction("max", "maximum")
 min = _reduction("min", "minimum")
 prod = _reduction("prod", "multiply")
-all = _reduction("all", "logical_and")
+all = _reduction("all", "logical_and", bool_)
 any = _reduction("any", "logical_or")
 
 

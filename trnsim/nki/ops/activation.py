@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ...errors import KernelError, ShapeError
+from ...errors import DtypeError, GenerationError, KernelError, ShapeError
 from ..core import dtypes as dt
 from ..core.alu import REDUCE, UNARY, reduce_apply, token_name
 from ..core.context import current
@@ -85,9 +85,9 @@ def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
             raise KernelError(f"{opcode}: {rname} is not a reduction", rule="activation-reduce-op",
                               value=rname, where=where())
         if ctx.spec.generation == 2 and rname != "add" and opcode == "activation_reduce":
-            raise KernelError("activation_reduce supports only add on NeuronCore-v2",
-                              rule="activation-reduce-op-gen2", limit="add", value=rname,
-                              where=where())
+            raise GenerationError("activation_reduce supports only add on NeuronCore-v2",
+                                  rule="activation-reduce-op-gen2", limit="add", value=rname,
+                                  where=where())
     if cmd != ReduceCmd.idle:
         acc = _accumulator(ctx)
         p = shape[0]
@@ -122,8 +122,8 @@ def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
 def _scale(ctx, scale, shape, op, engine):
     if isinstance(scale, NkiTensor):
         if scale.dtype != dt.float32:
-            raise KernelError(f"{op}: a tile scale must be fp32", rule="err_activation_scale_invalid_type",
-                              limit="float32", value=dt.name(scale.dtype), where=where())
+            raise DtypeError(f"{op}: a tile scale must be fp32", rule="err_activation_scale_invalid_type",
+                             limit="float32", value=dt.name(scale.dtype), where=where())
         return base.scalar_or_column(ctx, scale, shape, "scale", op, engine)
     if not isinstance(scale, (int, float, np.integer, np.floating)):
         raise KernelError(f"{op}: scale must be a scalar or a (P, 1) fp32 tile",
@@ -139,9 +139,9 @@ def _bias(ctx, bias, shape, op, engine):
         raise KernelError(f"{op}: bias must be a (P, 1) tile", rule="err_activation_bias_invalid_type",
                           value=type(bias).__name__, where=where())
     if bias.dtype not in (dt.float32, dt.float16, dt.bfloat16):
-        raise KernelError(f"{op}: bias must be fp32, fp16 or bf16",
-                          rule="err_activation_bias_invalid_type", limit="float32/float16/bfloat16",
-                          value=dt.name(bias.dtype), where=where())
+        raise DtypeError(f"{op}: bias must be fp32, fp16 or bf16",
+                         rule="err_activation_bias_invalid_type", limit="float32/float16/bfloat16",
+                         value=dt.name(bias.dtype), where=where())
     v, i, t = base.scalar_or_column(ctx, bias, shape, "bias", op, engine)
     return v, i, t
 
@@ -166,7 +166,9 @@ def unary(name: str, x, *, dtype=None, mask=None, dst=None, engine=None):
         vals = None
         if ctx.numerics:
             src = v if (dt.is_int(t.dtype) and name in ("abs", "negative", "invert", "sign")) else f32(v)
-            vals = UNARY[name](src) if name != "abs" or src.dtype.kind == "f" else np.abs(src)
+            # int64: |int8 -128| is 128 (then saturated by the write), not a wrapped -128
+            vals = UNARY[name](src) if name != "abs" or src.dtype.kind == "f" else \
+                np.abs(src.astype(np.int64))
             if name == "negative" and src.dtype.kind in "iu":
                 vals = -src.astype(np.int64)
         return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,

@@ -12,8 +12,8 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...errors import (AliasError, IndexingError, KernelError, MemoryAccessError, PartitionError,
-                       ReadOnlyError, ShapeError, UnsupportedError)
+from ...errors import (AliasError, DtypeError, IndexingError, KernelError, MemoryAccessError,
+                       PartitionError, ReadOnlyError, ShapeError, UnsupportedError)
 from ...source import describe, user_loc
 from ..core import dtypes as dt
 from ..core.context import KernelContext, current, region
@@ -81,9 +81,9 @@ def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
                                 rule="err_unsupported_memory", limit="sbuf or psum", value="hbm",
                                 where=where())
     if t._pdim != 0 or t._blocks is not None:
-        raise KernelError(f"{op}: {role} '{t.name}' of shape {t.shape} still has block dims; index "
-                          "the blocks to get a tile", rule="err_failed_to_infer_tile_from_local_tensor",
-                          value=t.shape, where=where())
+        raise IndexingError(f"{op}: {role} '{t.name}' of shape {t.shape} still has block dims; index "
+                            "the blocks to get a tile", rule="err_failed_to_infer_tile_from_local_tensor",
+                            limit="a tile (partition dim first)", value=t.shape, where=where())
     if st.memory not in memories:
         raise MemoryAccessError(f"{op}: {role} '{t.name}' must be in {' or '.join(memories).upper()}",
                                 rule="operand-memory", limit=memories, value=st.memory,
@@ -94,9 +94,16 @@ def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
     check_engine_access(ctx, engine, st.memory, "r", op, role, t)
     check_partitions(ctx, t, role, op)
     if not st.accounted:
-        ctx.charge(st)
+        ctx.charge(st, first=produced_at(ctx, t))
     t._fresh = None
     return t
+
+
+def produced_at(ctx: KernelContext, t: NkiTensor) -> Optional[int]:
+    """Where a result tile's live range starts: just after the instruction that produced it (its
+    inputs may die at that instruction and lend it their space, as a compiler's allocator does)."""
+    f = t._fresh
+    return f[1] + 1 if f is not None and f[0] is ctx else None
 
 
 def implicit_copy(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> NkiTensor:
@@ -213,7 +220,7 @@ def check_owner(ctx: KernelContext, t: NkiTensor, what: str) -> None:
     """A manually placed tile must still hold its own data: no other tensor (or another block of
     a mod_alloc tensor) may have written those bytes since."""
     mm = ctx.manual(t._st.memory)
-    me = mm.owner_id(t._owner, t.name)
+    me = mm.owner_id(t._owner, _owner_label(t))
     ov = _owner_view(mm, t)
     iv = t.init_view()
     bad = ov != me
@@ -221,14 +228,39 @@ def check_owner(ctx: KernelContext, t: NkiTensor, what: str) -> None:
         bad &= iv != 0
     bad &= ov != 0
     if bad.any():
-        other = int(ov[bad].reshape(-1)[0])
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        other = int(ov[pos])
+        ps = t._st.pstride
+        at = t._off + sum(i * s for i, s in zip(pos, t._strides))
+        lo = t._off % ps
+        hi = lo + max(0, sum((n - 1) * s for n, s in zip(t.shape[1:], t._strides[1:]))) + t.itemsize
         raise AliasError(f"{what} reads '{_owner_label(t)}' but its bytes were overwritten by "
                          f"'{mm.owner_names.get(other, '?')}' (manual allocations overlap while both "
                          "are live)", rule="manual-allocation-alias",
-                         value=f"partition {t._off // t._st.pstride}, byte {t._off % t._st.pstride}",
+                         limit=f"bytes {lo}..{hi - 1} of each partition owned by '{_owner_label(t)}' "
+                               "until its last read",
+                         value=f"'{mm.owner_names.get(other, '?')}' wrote partition {at // ps}, "
+                               f"byte {at % ps}",
                          where=where(),
                          hint="give the tensors disjoint base_addr ranges, or finish reading the "
                               "first before writing the second")
+
+
+def written(ctx: KernelContext, t: NkiTensor, what: str) -> np.ndarray:
+    """Where ``t`` holds values it wrote itself, so PSUM accumulation continues there (elsewhere a
+    new accumulation group starts).  A manually placed tensor (or mod_alloc block) that has not
+    written yet starts fresh on whatever an earlier, dead tensor left in its bytes (intended
+    reuse); once it has written, finding another tensor's data there means it was clobbered while
+    live (AliasError)."""
+    w = t.init_view() != 0
+    if t._st.manual:
+        mm = ctx.manual(t._st.memory)
+        me = mm.owner_id(t._owner, _owner_label(t))
+        if me not in mm.wrote:
+            return np.zeros_like(w)
+        check_owner(ctx, t, what)
+        w &= _owner_view(mm, t) == me
+    return w
 
 
 def _owner_label(t: NkiTensor) -> str:
@@ -292,7 +324,9 @@ def check_writable(ctx: KernelContext, t: NkiTensor, op: str) -> None:
     st = t._st
     if st.readonly:
         raise ReadOnlyError(f"{op}: '{t.name}' is a read-only kernel input",
-                            rule="err_cannot_update_immutable_parameter", value=t.name,
+                            rule="err_cannot_update_immutable_parameter",
+                            limit="kernel inputs are read-only unless nt.mutable_tensor",
+                            value=f"write to '{t.name}'",
                             where=where(),
                             hint="annotate the parameter as nt.mutable_tensor (and return it), or "
                                  "write to a new nl.ndarray(..., buffer=nl.shared_hbm)")
@@ -329,7 +363,8 @@ def _mark_init(ctx: KernelContext, dst: NkiTensor, init, mask) -> None:
     if st.manual:
         mm = ctx.manual(st.memory)
         ov = _owner_view(mm, dst)
-        me = mm.owner_id(dst._owner, dst.name)
+        me = mm.owner_id(dst._owner, _owner_label(dst))
+        mm.wrote.add(me)
         if mask is None:
             ov[...] = me
         else:
@@ -343,9 +378,17 @@ def _mark_init(ctx: KernelContext, dst: NkiTensor, init, mask) -> None:
     if init is None:
         if mask is None:
             iv[...] = 1
-            if not st.manual and dst._off == 0 and dst.size * dst.itemsize == st.nbytes \
-                    and dst.is_contiguous():
-                st.full = True  # a whole-storage write: skip init checks from now on
+            if not st.manual:
+                if dst._off == 0 and dst.size * dst.itemsize == st.nbytes and dst.is_contiguous():
+                    st.full = True  # a whole-storage write: skip init checks from now on
+                else:
+                    # re-check the whole map once per storage-size of bytes written (amortized
+                    # O(1) per byte), so tensors filled block by block become "full" too
+                    st.written += dst.size * dst.itemsize
+                    if st.written >= st.nbytes:
+                        st.written = 0
+                        if st.init[:st.nbytes].all():
+                            st.full = True
         else:
             np.copyto(iv, 1, where=_align(mask, iv.shape))
     else:
@@ -471,9 +514,9 @@ def check_dtype_supported(ctx: KernelContext, d: np.dtype) -> None:
     if n in ("float64", "int64", "uint64"):
         return  # host-side widths NKI narrows to 32 bit (DT)
     if n not in ctx.spec.dtypes:
-        raise KernelError(f"dtype {n} is not supported on {ctx.spec.name} ({ctx.options.target})",
-                          rule="dtype-generation", limit=", ".join(ctx.spec.dtypes), value=n,
-                          where=where())
+        raise DtypeError(f"dtype {n} is not supported on {ctx.spec.name} ({ctx.options.target})",
+                         rule="dtype-generation", limit=", ".join(ctx.spec.dtypes), value=n,
+                         where=where())
 
 
 def legacy_mask(mask, shape):
@@ -501,7 +544,7 @@ def scalar_or_column(ctx: KernelContext, x, shape, role: str, op: str, engine: s
         if init is not None:
             init = init.reshape(v.shape)
         return v, init, t
-    if isinstance(x, (int, float, np.integer, np.floating, bool, np.bool_)):
-        return np.float32(x), None, None
+    if isinstance(x, (int, float, np.integer, np.floating, bool, np.bool_, np.generic)):
+        return np.float32(x), None, None  # np.generic: ml_dtypes scalars such as bfloat16(1)
     raise KernelError(f"{op}: {role} must be a scalar or a (P, 1) tile, got {type(x).__name__}",
                       rule="operand-type", value=type(x).__name__, where=where())

@@ -11,7 +11,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ...errors import KernelError, MemoryAccessError, PartitionError, ShapeError
+from ...errors import (DtypeError, IndexingError, KernelError, MemoryAccessError,
+                       PartitionError, ShapeError)
 from ..core import dtypes as dt
 from ..core.alu import BINARY, token_name
 from ..core.context import current, region
@@ -30,9 +31,10 @@ def _src_values(ctx, t: NkiTensor, mask, what: str):
     if t._st.memory != "hbm":
         if t._st.memory == "psum":
             raise MemoryAccessError(f"{what}: DMA cannot read PSUM ('{t.name}'); copy it to SBUF "
-                                    "first", rule="dma-psum-source", value="psum", where=where())
+                                    "first", rule="dma-psum-source", limit="DMA reads hbm or sbuf",
+                                    value="psum", where=where())
         if not t._st.accounted:
-            ctx.charge(t._st)
+            ctx.charge(t._st, first=base.produced_at(ctx, t))
         t._fresh = None
     return read(ctx, t, what, mask if isinstance(mask, np.ndarray) else None)
 
@@ -132,12 +134,12 @@ def copy(dst, src, *, mask=None, dst_rmw_op=None, oob_mode=None, opcode="dma_cop
     s = base.need_tensor(src, "src", what)
     if d._st.memory == "psum":
         raise MemoryAccessError(f"{what}: DMA cannot write PSUM ('{d.name}')", rule="dma-psum-dest",
-                                value="psum", where=where())
+                                limit="DMA writes hbm or sbuf", value="psum", where=where())
     for t, role in ((d, "dst"), (s, "src")):
         if t._st.memory != "hbm" and (t._pdim != 0 or t._blocks is not None):
-            raise KernelError(f"{what}: {role} '{t.name}' still has block dims; index the blocks",
-                              rule="err_failed_to_infer_tile_from_local_tensor", value=t.shape,
-                              where=where())
+            raise IndexingError(f"{what}: {role} '{t.name}' still has block dims; index the blocks",
+                                rule="err_failed_to_infer_tile_from_local_tensor",
+                                limit="a tile (partition dim first)", value=t.shape, where=where())
     base.check_writable(ctx, d, what)
     dshape = tuple(d.shape)
     _dma_shape_check(s.shape, dshape, what)
@@ -153,16 +155,19 @@ def copy(dst, src, *, mask=None, dst_rmw_op=None, oob_mode=None, opcode="dma_cop
         if isinstance(ms2, np.ndarray) and tuple(s.shape) == dshape:
             m = ms2 if m is None else (m & ms2)
         ms = m if tuple(s.shape) == dshape else ms2
+    raw = _packed_raw_copy(s.dtype, d.dtype, what)
     v, init = _src_values(ctx, s, ms, what)
     if d._st.memory == "hbm" and init is not None:
         bad = init == 0 if not isinstance(ms, np.ndarray) else (init == 0) & ms
         if bad.any():
+            # the output's own "never written" check would report the same values again
+            ctx.shared.setdefault("uninit_sinks", set()).add(d._st.id)
             ctx.report_uninit(f"{what} writes values derived from never-written "
                               f"{s._st.memory.upper()} memory to HBM '{d.name}'")
     vals = None
     if ctx.numerics:
         vals = v.reshape(dshape) if v.shape != dshape else v
-        if d.dtype != s.dtype and not dt.is_int(s.dtype):
+        if d.dtype != s.dtype and not dt.is_int(s.dtype) and not raw:
             vals = f32(vals)  # casts go through fp32 [DMAOV]
     if init is not None:
         init = init.reshape(dshape)
@@ -175,6 +180,22 @@ def copy(dst, src, *, mask=None, dst_rmw_op=None, oob_mode=None, opcode="dma_cop
                 engine="dma", opcode=opcode, reads=[s] + reads, partitions=parts,
                 dtype_in=dt.name(s.dtype), reduce_op=red,
                 attrs=(("direction", direction),) + tuple(attrs))
+
+
+def _packed_raw_copy(sdt, ddt, what) -> bool:
+    """MX x4 containers move as raw bits: to/from the same container or an unsigned int of the same
+    width (host arrays of x4 types are uint32/uint16).  DMA casts do not cover MX types [ISA]."""
+    if not (dt.is_packed(sdt) or dt.is_packed(ddt)):
+        return False
+    if sdt == ddt:
+        return True
+    ws, wd = dt.storage_dtype(sdt), dt.storage_dtype(ddt)
+    if ws == wd and ws.kind == "u" and (not dt.is_packed(sdt) or not dt.is_packed(ddt)):
+        return True
+    raise DtypeError(f"{what}: DMA cannot convert {dt.name(sdt)} to {dt.name(ddt)}; x4-packed MX "
+                     "data only moves as raw bits (same type, or uint32 / uint16 of the same width)",
+                     rule="dma-mx-cast", limit=f"{dt.name(sdt)} or {ws}", value=dt.name(ddt),
+                     where=where())
 
 
 def _skip_mask(t: NkiTensor, m, shape):
@@ -223,19 +244,21 @@ def dma_transpose(dst, src, *, axes=None, dtype=None, mask=None):
     t = base.need_tensor(src, "src", "dma_transpose")
     nd = t.ndim
     if axes is None:
-        axes = tuple(reversed(range(nd)))
+        # docs: the default permutation is [1, 0], [2, 1, 0] or, for 4-D, [3, 1, 2, 0]
+        # (not a full reversal)
+        axes = {4: (3, 1, 2, 0)}.get(nd, tuple(reversed(range(nd))))
     axes = tuple(int(a) for a in axes)
     allowed = {(1, 0), (2, 1, 0), (3, 1, 2, 0)}
     if axes not in allowed or len(axes) != nd:
-        raise KernelError(f"dma_transpose axes {axes} are not supported for a {nd}-D source",
-                          rule="dma-transpose-axes", limit=sorted(allowed), value=axes,
-                          where=where())
+        raise ShapeError(f"dma_transpose axes {axes} are not supported for a {nd}-D source",
+                         rule="dma-transpose-axes", limit=sorted(allowed), value=axes,
+                         where=where())
     if t._st.memory == "psum":
         raise MemoryAccessError("dma_transpose cannot read PSUM", rule="dma-psum-source",
-                                where=where())
+                                limit="DMA reads hbm or sbuf", value="psum", where=where())
     if t._st.memory != "hbm":
         if not t._st.accounted:
-            ctx.charge(t._st)
+            ctx.charge(t._st, first=base.produced_at(ctx, t))
         t._fresh = None
     out_shape = tuple(t.shape[a] for a in axes)
     _partition_check(ctx, out_shape, "dma_transpose")

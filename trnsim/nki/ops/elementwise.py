@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ...errors import KernelError, ShapeError
+from ...errors import KernelError, MemoryAccessError, ShapeError
 from ..core import dtypes as dt
 from ..core.alu import BINARY, BITVEC, UNARY, token_name
 from ..core.context import current
@@ -20,7 +20,8 @@ from . import base
 from .base import emit, f32, legacy_mask, read, tile, where
 
 _INT_EXACT = frozenset(["add", "subtract", "multiply", "maximum", "minimum", "mod"])
-_SCALARS = (int, float, np.integer, np.floating, bool, np.bool_)
+# np.generic covers ml_dtypes scalars (ml_dtypes.bfloat16(1.0) is not an np.floating)
+_SCALARS = (int, float, np.integer, np.floating, bool, np.bool_, np.generic)
 
 
 def _is_scalar(x) -> bool:
@@ -179,11 +180,36 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     if (n0 in BITVEC) != (n1 in BITVEC) and n1 is not None:
         raise KernelError("tensor_scalar: op0 and op1 must both be arithmetic or both bitwise",
                           rule="tensor_scalar-ops", value=(n0, n1), where=where())
+    _check_tensor_scalar_engine(ctx, eng, n0, n1)
     od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
     ops = [(n0, operand0, bool(reverse0))]
     if n1 is not None:
         ops.append((n1, operand1, bool(reverse1)))
     return _tensor_scalar(ctx, dst, t, ops, od, mask, eng, "tensor_scalar")
+
+
+_SCALAR_ENGINE_V3 = frozenset([("multiply", "add"), ("multiply", None), ("add", None)])
+
+
+def _check_tensor_scalar_engine(ctx, eng: str, n0: str, n1: Optional[str]) -> None:
+    """ISA docs: bitvec tensor_scalar runs on Vector only; the Scalar engine has add/multiply only
+    from NeuronCore-v3 (ALU table note) and on trn2 only multiply[+add] or add."""
+    if n0 in BITVEC and eng != "vector":
+        raise KernelError(f"tensor_scalar: bitvec operators run on the Vector engine, not {eng}",
+                          rule="tensor_scalar-engine", limit="vector", value=eng, where=where())
+    if eng != "scalar":
+        return
+    gen = ctx.spec.generation
+    if gen < 3:
+        from ...errors import GenerationError
+        raise GenerationError("tensor_scalar on the Scalar engine needs NeuronCore-v3 or newer",
+                              rule="tensor_scalar-engine", limit="gen3+", value=f"gen{gen}",
+                              where=where())
+    if gen == 3 and (n0, n1) not in _SCALAR_ENGINE_V3:
+        raise KernelError(f"tensor_scalar on the trn2 Scalar engine supports only multiply[, add] "
+                          f"or add, got ({n0}, {n1})", rule="tensor_scalar-engine",
+                          limit="(multiply, add), (multiply,), (add,)", value=(n0, n1),
+                          where=where())
 
 
 def tensor_scalar_into(ctx, dst: NkiTensor, data: NkiTensor, name: str, scalar) -> None:
@@ -214,9 +240,9 @@ def tensor_tensor(dst, data1, data2, op, *, dtype=None, mask=None, engine=None):
                          "partition", rule="err_num_partition_mismatch", limit=a.shape,
                          value=b.shape, where=where())
     if a._st.memory == "psum" and b._st.memory == "psum":
-        raise KernelError("tensor_tensor: at most one input may be in PSUM",
-                          rule="tensor_tensor-two-psum", value="data1 and data2 in PSUM",
-                          where=where())
+        raise MemoryAccessError("tensor_tensor: at most one input may be in PSUM",
+                                rule="tensor_tensor-two-psum", limit="at most 1 PSUM input",
+                                value="data1 and data2 in PSUM", where=where())
     od = dt.as_dtype(dtype) if dtype is not None else (
         dst.dtype if dst is not None else dt.promote(a.dtype, b.dtype))
     return tensor_tensor_core(ctx, dst, a, b, name, od, mask, eng)
@@ -259,8 +285,9 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
         raise ShapeError("scalar_tensor_tensor: operand1 must match data's shape",
                          rule="stt-shape", limit=t.shape, value=o1.shape, where=where())
     if t._st.memory == "psum" and o1._st.memory == "psum":
-        raise KernelError("scalar_tensor_tensor: data and operand1 cannot both be in PSUM",
-                          rule="tensor_tensor-two-psum", where=where())
+        raise MemoryAccessError("scalar_tensor_tensor: data and operand1 cannot both be in PSUM",
+                                rule="tensor_tensor-two-psum", limit="at most 1 PSUM input",
+                                value="data and operand1 in PSUM", where=where())
     n0, n1 = token_name(op0, "op0"), token_name(op1, "op1")
     shape = t.shape
     m = legacy_mask(mask, shape)
@@ -307,6 +334,12 @@ def tensor_copy(dst, src, *, dtype=None, mask=None, engine=None, opcode="tensor_
 def memset_new(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
     eng = base.engine_name(engine, "vector")
     od = dt.as_dtype(dtype) if dtype is not None else dst.dtype
+    if dst is None:
+        from ..core.alloc import parse_shape
+        shape, _ = parse_shape(shape, True, True)  # positive integers, or a ShapeError
+        if len(shape) < 2:
+            raise ShapeError(f"memset: on-chip tiles need at least 2 dims, got {shape}",
+                             rule="onchip-rank", limit=">= 2", value=shape, where=where())
     shape = tuple(shape) if dst is None else dst.shape
     if dst is None and shape[0] > ctx.spec.tile_size.pmax:
         from ...errors import PartitionError
@@ -335,7 +368,12 @@ def select(dst, cond, x, y, *, dtype=None, mask=None, engine=None):
             t = tile(ctx, v, role, "select", eng)
             parts.append(t)
             shapes.append(t.shape)
-    shape = tuple(np.broadcast_shapes(*shapes))
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"select: condition and operand shapes {shapes} do not broadcast",
+                         rule="broadcast-shape", limit="numpy-broadcastable shapes",
+                         value=tuple(shapes), where=where()) from None
     m = legacy_mask(mask, shape)
     cv, ci = read(ctx, c, "select")
     inits.append(ci)

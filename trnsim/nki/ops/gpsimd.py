@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ...errors import KernelError, ShapeError
+from ...errors import IndexingError, KernelError, MemoryAccessError, ShapeError
 from ..core import dtypes as dt
 from ..core.alu import BINARY, token_name
 from ..core.context import current
@@ -43,8 +43,9 @@ def iota_legacy(expr, dtype, *, mask=None):
                           rule="iota-expr", value=type(expr).__name__, where=where())
     shape = tuple(expr.shape)
     if len(shape) < 2:
-        raise KernelError("iota expressions must be at least 2-D (lift aranges with [:, None])",
-                          rule="err_1d_arange_not_supported", value=shape, where=where())
+        raise IndexingError("iota expressions must be at least 2-D (lift aranges with [:, None])",
+                            rule="err_1d_arange_not_supported", limit=">= 2-D index expressions",
+                            value=f"{len(shape)}-D expression of shape {shape}", where=where())
     od = dt.as_dtype(dtype)
     vals = np.ascontiguousarray(expr.dense()) if ctx.numerics else None
     return emit(ctx, dst=None, values=vals, init=None, out_shape=shape, out_dtype=od,
@@ -56,8 +57,8 @@ def iota_new(dst, pattern, offset=0, channel_multiplier=0):
     ctx = current()
     d = base.need_tensor(dst, "dst", "iota")
     if d._st.memory != "sbuf":
-        raise KernelError("iota writes SBUF", rule="iota-dst-sbuf", value=d._st.memory,
-                          where=where())
+        raise MemoryAccessError("iota writes SBUF", rule="iota-dst-sbuf", limit="sbuf",
+                                value=d._st.memory, where=where())
     v = _pattern_values(pattern, offset, channel_multiplier, d.shape[0])
     if v.size != d.size:
         raise ShapeError(f"iota pattern makes {v.size // d.shape[0]} elements per partition, dst "

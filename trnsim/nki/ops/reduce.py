@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ...errors import KernelError, ShapeError
+from ...errors import KernelError, MemoryAccessError, ShapeError
 from ..core import dtypes as dt
 from ..core.alu import BINARY, REDUCE, reduce_apply, token_name
 from ..core.context import current
@@ -20,17 +20,24 @@ def _axes(axis, ndim: int, op: str, trailing: bool) -> tuple:
         return tuple(range(1, ndim))
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
-    ax = sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axis)
+    try:
+        ax = sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axis)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}",
+                         rule="reduce-axis", limit=f"ints in 1..{ndim - 1}", value=repr(axis),
+                         where=where()) from None
     if not ax:
-        raise KernelError(f"{op}: axis is empty", rule="reduce-axis", where=where())
+        raise ShapeError(f"{op}: axis is empty", rule="reduce-axis", limit=f"1..{ndim - 1}",
+                         value=tuple(axis), where=where())
     if any(a <= 0 or a >= ndim for a in ax):
-        raise KernelError(f"{op}: reduction axes must be free axes 1..{ndim - 1}",
-                          rule="reduce-axis", limit=f"1..{ndim - 1}", value=tuple(axis),
-                          where=where())
+        raise ShapeError(f"{op}: reduction axes must be free axes 1..{ndim - 1} (axis 0 is the "
+                         "partition dim; reduce across partitions with tensor_partition_reduce or a "
+                         "matmul)", rule="reduce-axis", limit=f"1..{ndim - 1}", value=tuple(axis),
+                         where=where())
     if trailing and ax != list(range(ax[0], ndim)):
-        raise KernelError(f"{op}: reduction axes must be the trailing free axes "
-                          f"(a contiguous set ending at axis {ndim - 1})", rule="reduce-axis",
-                          value=tuple(axis), where=where())
+        raise ShapeError(f"{op}: reduction axes must be the trailing free axes "
+                         f"(a contiguous set ending at axis {ndim - 1})", rule="reduce-axis",
+                         limit=f"axes k..{ndim - 1}", value=tuple(axis), where=where())
     return tuple(ax)
 
 
@@ -215,7 +222,8 @@ def bn_stats(dst, data, *, dtype=None, mask=None):
     v, init = read(ctx, t, "bn_stats")
     p = t.shape[0]
     out_shape = (p, 6)
-    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else dt.float32)
+    # docs: without dtype= the fp32 statistics are cast back to the input tile's dtype
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
     vals = None
     if ctx.numerics:
         x = f32(v).reshape(p, -1)
@@ -242,7 +250,8 @@ def bn_aggr(dst, data, *, dtype=None, mask=None):
     v, init = read(ctx, t, "bn_aggr")
     p = t.shape[0]
     out_shape = (p, 2)
-    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else dt.float32)
+    # docs: without dtype= the result takes the input tile's dtype (as bn_stats)
+    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
     vals = None
     if ctx.numerics:
         x = f32(v).reshape(p, -1, 3).astype(np.float64)
@@ -262,7 +271,13 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     from .elementwise import tensor_copy
     ctx = current()
     name = token_name(op, "op")
-    r = tensor_copy(None, x, dtype=dtype, mask=mask, opcode="tensor_copy")
+    # docs: the same as ``dst = tensor_tensor(dst, x, op)``, i.e. x enters the fp32 ALU at full
+    # precision; rounding x to ``dtype`` first would round twice (the op result is rounded into
+    # the destination's dtype when the assignment applies the reduction)
+    keep = dtype
+    if isinstance(x, NkiTensor) and dt.is_float(x.dtype) and dtype is not None:
+        keep = dt.float32
+    r = tensor_copy(None, x, dtype=keep, mask=mask, opcode="tensor_copy")
     if isinstance(r, NkiTensor):
         r._reduce_op = name
         f = r._fresh
@@ -285,14 +300,17 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
         raise ShapeError("tensor_tensor_scan: data0 and data1 must match", rule="scan-shape",
                          limit=a.shape, value=b.shape, where=where())
     if a._st.memory == "psum" and b._st.memory == "psum":
-        raise KernelError("tensor_tensor_scan: data0 and data1 cannot both be in PSUM",
-                          rule="tensor_tensor-two-psum", where=where())
+        raise MemoryAccessError("tensor_tensor_scan: data0 and data1 cannot both be in PSUM",
+                                rule="tensor_tensor-two-psum", limit="at most 1 PSUM input",
+                                value="data0 and data1 in PSUM", where=where())
     va, ia = read(ctx, a, "tensor_tensor_scan")
     vb, ib = read(ctx, b, "tensor_tensor_scan")
     p = a.shape[0]
     s0, i0, st0 = base.scalar_or_column(ctx, initial, (p, 1), "initial", "tensor_tensor_scan",
                                         "vector")
-    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else a.dtype)
+    # docs: the default output dtype is data0's or data1's, whichever has the highest precision
+    od = dt.as_dtype(dtype) if dtype is not None else (
+        dst.dtype if dst is not None else dt.promote(a.dtype, b.dtype))
     vals = None
     if ctx.numerics:
         x, y = f32(va).reshape(p, -1), f32(vb).reshape(p, -1)

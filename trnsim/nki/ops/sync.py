@@ -10,7 +10,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from ...errors import KernelError, LaunchError
+from ...errors import GenerationError, KernelError, LaunchError
 from ..core.context import current
 from ..core.tensor import NkiTensor
 from . import base
@@ -74,8 +74,8 @@ def _group(ctx):
 def core_barrier(data=None, cores=(0, 1), engine=None) -> None:
     ctx = current()
     if ctx.spec.generation < 3:
-        raise KernelError("core_barrier needs NeuronCore-v3 or newer (LNC)", rule="lnc-generation",
-                          limit="gen3+", value=ctx.spec.nc_version, where=where())
+        raise GenerationError("core_barrier needs NeuronCore-v3 or newer (LNC)", rule="lnc-generation",
+                              limit="gen3+", value=ctx.spec.nc_version, where=where())
     g = _group(ctx)
     ctx.record(base.engine_name(engine, "gpsimd"), "core_barrier", [], [], 1, 1, "-", "-",
                (("cores", tuple(cores)),))
@@ -89,7 +89,8 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None) -
     d = base.need_tensor(dst, "dst", "sendrecv")
     limit = {4: 1024, 2: 512, 1: 256}.get(s.itemsize, 1024)
     per_part = s.size // s.shape[0] * s.itemsize
-    if per_part > limit:
+    # the per-partition size limit is the GpSimd DMA's (dma_engine.gpsimd_dma) [ISA sendrecv]
+    if getattr(dma_engine, "name", dma_engine) == "gpsimd_dma" and per_part > limit:
         raise KernelError(f"sendrecv moves {per_part} B per partition", rule="sendrecv-size",
                           limit=f"{limit} B", value=per_part, where=where())
     v, init = read(ctx, s, "sendrecv")

@@ -11,7 +11,8 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError, UnsupportedError
+from ...errors import (DtypeError, GenerationError, KernelError, MemoryAccessError, PartitionError,
+                       ShapeError, UnsupportedError)
 from ..core import dtypes as dt
 from ..core.context import current
 from ..core.tensor import NkiTensor
@@ -62,11 +63,13 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     if (sname in _FP32_LIKE) != (mname in _FP32_LIKE):
         raise DtypeError(f"{opcode}: fp32/tf32 operands must be paired with fp32/tf32 "
                          f"(stationary {sname}, moving {mname})", rule="matmul-fp32-pairing",
-                         value=(sname, mname), where=where())
+                         limit="fp32/tf32 with fp32/tf32", value=f"{sname} with {mname}",
+                         where=where())
     if (sname == "float8_e4m3fn") != (mname == "float8_e4m3fn") and \
             {sname, mname} & {"float8_e4m3", "float8_e5m2"}:
         raise DtypeError(f"{opcode}: OCP float8_e4m3fn cannot be mixed with legacy fp8",
-                         rule="matmul-fp8-mix", value=(sname, mname), where=where())
+                         rule="matmul-fp8-mix", limit="float8_e4m3fn with float8_e4m3fn",
+                         value=f"{sname} with {mname}", where=where())
     K = s.shape[0]
     if mv.shape[0] != K:
         raise ShapeError(f"{opcode}: stationary and moving must share the contraction (partition) "
@@ -78,9 +81,9 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
                          where=where())
     if mode == "double_row":
         if not te.double_row:
-            raise UnsupportedError(f"{opcode}: double_row needs NeuronCore-v3 or newer",
-                                   rule="matmul-double-row-generation",
-                                   limit="gen3+", value=spec.nc_version, where=where())
+            raise GenerationError(f"{opcode}: double_row needs NeuronCore-v3 or newer",
+                                  rule="matmul-double-row-generation",
+                                  limit="gen3+", value=spec.nc_version, where=where())
         if tile_position or tile_size or is_transpose:
             raise KernelError("double_row is incompatible with tiling and transpose mode",
                               rule="matmul-double-row-combination", where=where())
@@ -125,8 +128,9 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     out_shape = (M, N)
     if dst is not None:
         if dst._st.memory != "psum":
-            raise MemoryAccessError(f"{opcode}: dst '{dst.name}' must be in PSUM",
-                                    rule="matmul-dst-psum", value=dst._st.memory, where=where())
+            raise MemoryAccessError(f"{opcode}: dst '{dst.name}' must be in PSUM (the Tensor engine "
+                                    "writes only PSUM)", rule="matmul-dst-psum", limit="psum",
+                                    value=dst._st.memory, where=where())
         if dst.size != M * N or dst.shape[0] != M:
             raise ShapeError(f"{opcode}: dst {dst.shape} does not fit the result ({M}, {N})",
                              rule="dst-shape", limit=out_shape, value=dst.shape, where=where())
@@ -139,6 +143,14 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         a = f32(vs).reshape(-1, M)
         b = f32(vm).reshape(-1, N)
         vals = (a.T @ b).reshape(out_shape)
+        if is_transpose and te.transpose_keeps_16bit:
+            # gen3+ transpose mode passes the stationary data through instead of
+            # multiply-accumulating, so NaN/Inf and -0 survive bit-exactly [ARCH3]; a 0/1 moving
+            # tile with at most one 1 per column (an identity) selects stationary rows
+            sel = b != 0
+            if (sel.sum(axis=0) <= 1).all() and (b[sel] == 1).all():
+                picked = a[sel.argmax(axis=0), :].T
+                vals = np.where(sel.any(axis=0)[None, :], picked, np.float32(0)).reshape(out_shape)
     init = None
     if i_s is not None or i_m is not None:
         cs = np.ones(M, bool) if i_s is None else i_s.reshape(-1, M).all(axis=0)
@@ -168,7 +180,7 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
             if dst._st.full:
                 vals = f32(old) + vals
             else:
-                vals = np.where(dst.init_view() != 0, f32(old) + vals, vals)
+                vals = np.where(base.written(ctx, dst, opcode), f32(old) + vals, vals)
     acc_reads = [s, mv] + ([dst] if accumulate is not False else [])
     attrs[0] = ("accumulate", accumulate is not False)
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
@@ -180,17 +192,18 @@ def _check_tiling(te, position, size, K, M, op):
     if not position and not size:
         return
     if len(position) != 2 or len(size) != 2:
-        raise KernelError(f"{op}: tile_position and tile_size take (row, column) pairs",
-                          rule="matmul-tiling", value=(position, size), where=where())
+        raise ShapeError(f"{op}: tile_position and tile_size take (row, column) pairs",
+                         rule="matmul-tiling", limit="(row, column) pairs", value=(position, size),
+                         where=where())
     g = te.tile_granularity
     for v in tuple(position) + tuple(size):
         if int(v) % g:
-            raise KernelError(f"{op}: PE tile sizes and positions must be multiples of {g}",
-                              rule="matmul-tiling-granularity", limit=g, value=v, where=where())
+            raise ShapeError(f"{op}: PE tile sizes and positions must be multiples of {g}",
+                             rule="matmul-tiling-granularity", limit=g, value=v, where=where())
     rs, cs = int(size[0]), int(size[1])
     rp, cp = int(position[0]), int(position[1])
     if rp + rs > te.max_contraction or cp + cs > te.max_stationary_free:
-        raise KernelError(f"{op}: PE tile at {tuple(position)} of size {tuple(size)} leaves the array",
+        raise ShapeError(f"{op}: PE tile at {tuple(position)} of size {tuple(size)} leaves the array",
                           rule="matmul-tiling-bounds", limit=(te.max_contraction, te.max_stationary_free),
                           value=(rp + rs, cp + cs), where=where())
     if K > rs or M > cs:
@@ -217,9 +230,9 @@ def nc_transpose(dst, data, *, engine=None, mask=None, dtype=None):
     elif eng == "tensor":
         src = sbuf_operand(ctx, t, "data", "nc_transpose")
         if F > ctx.spec.tile_size.pmax:
-            raise ShapeError(f"nc_transpose on the Tensor engine: free size {F} becomes the partition "
-                             "dim", rule="err_size_of_dimension_exceed_arch_limit",
-                             limit=ctx.spec.tile_size.pmax, value=F, where=where())
+            raise PartitionError(f"nc_transpose on the Tensor engine: free size {F} becomes the "
+                                 "partition dim", rule="err_size_of_dimension_exceed_arch_limit",
+                                 limit=ctx.spec.tile_size.pmax, value=F, where=where())
         memory = "psum"
         n = dt.name(t.dtype)
         if ctx.spec.tensor.transpose_keeps_16bit and n in ("bfloat16", "float16"):
@@ -255,5 +268,17 @@ def nl_matmul(x, y, *, transpose_x=False, mask=None):
     """``nl.matmul``: ``x @ y`` (or ``x.T @ y``) into a new PSUM tile."""
     ctx = current()
     if not transpose_x:
+        xt = base.need_tensor(x, "x", "nl.matmul")
+        K, kmax = xt.shape[-1], ctx.spec.tensor.max_contraction
+        if K > kmax:  # x is (M, K): its free dim becomes the contraction (partition) dim
+            raise ShapeError(f"nl.matmul: contraction dim {K} (the last dim of x {xt.shape}) exceeds "
+                             "the PE array", rule="matmul-contraction-limit", limit=kmax, value=K,
+                             where=where())
+        xd = x.dtype
         x = nc_transpose(None, x)
+        if x.dtype != xd:
+            # a gen2 PE transpose leaves fp32 in PSUM; the compiler evicts it to SBUF in x's own
+            # dtype (an fp32 stationary could not pair with a bf16/fp8 moving tile)
+            from .elementwise import tensor_copy
+            x = tensor_copy(None, x, dtype=xd)
     return nc_matmul(None, x, y, mask=mask)

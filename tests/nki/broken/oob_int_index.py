@@ -1,0 +1,19 @@
+"""An integer index past the end of an HBM tensor's first dim."""
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+from trnsim.errors import OutOfBoundsError
+
+EXPECT = dict(error=OutOfBoundsError, rule="err_tensor_access_out_of_bound", limit="0..7", value=8)
+
+
+@nki.jit
+def kernel(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x[8])  # ERR
+    nl.store(out, value=t)
+    return out
+
+
+def args():
+    return (np.zeros((8, 128, 64), np.float32),)

@@ -1,0 +1,71 @@
+"""Plain timeline events from an Estimate: one track per engine and per DMA queue per core.
+
+The scheduler records times; this module only turns them into (track, name, start, duration,
+source) rows that the Perfetto, HTML and Parquet writers render (tinygrad keeps its viewer apart
+the same way).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Tuple
+
+from ..timing.estimate import Estimate
+
+# profiler-style track names (cf. qPE / qAct / qPool / qDVE / qSP in Neuron Explorer)
+TRACK_NAME = {"tensor": "PE", "vector": "DVE", "scalar": "ACT", "gpsimd": "POOL", "sync": "SP"}
+TRACK_ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+
+@dataclass(frozen=True)
+class Event:
+    track: str          # e.g. "NC0:PE", "NC0:DMA:q3"
+    name: str           # opcode
+    start_ns: float
+    dur_ns: float
+    index: int          # instruction index in its core's trace
+    source: str         # "file:line"
+    detail: str
+
+
+def tracks(est: Estimate) -> List[str]:
+    out = []
+    for c in est.cores:
+        nc = f"NC{c.core}"
+        out += [f"{nc}:{TRACK_NAME[e]}" for e in TRACK_ORDER]
+        out += [f"{nc}:DMA:q{q}" for q in range(c.spec.dma_engines)]
+    return out
+
+
+def _src(ins) -> str:
+    s = ins.source
+    return f"{s.file.rsplit('/', 1)[-1]}:{s.line}"
+
+
+def _detail(ins) -> str:
+    parts = []
+    for r in ins.reads:
+        parts.append(f"rd {r.memory}:{r.name}[p{r.partition}+{r.partitions}, b{r.start}:{r.stop}]")
+    for w in ins.writes:
+        parts.append(f"wr {w.memory}:{w.name}[p{w.partition}+{w.partitions}, b{w.start}:{w.stop}]")
+    attrs = ", ".join(f"{k}={v}" for k, v in ins.attrs)
+    parts.append(f"{ins.partitions}x{ins.free} {ins.dtype_in}->{ins.dtype_out}")
+    if attrs:
+        parts.append(attrs)
+    return "; ".join(parts)
+
+
+def events(est: Estimate, details: bool = True) -> Iterator[Event]:
+    for c in est.cores:
+        nc = f"NC{c.core}"
+        tl = c.timeline
+        instrs = c.trace.instructions
+        for i, ins in enumerate(instrs):
+            if ins.engine == "dma":
+                continue
+            yield Event(f"{nc}:{TRACK_NAME.get(ins.engine, ins.engine)}", ins.opcode, tl.start[i],
+                        tl.busy_end[i] - tl.start[i], i, _src(ins),
+                        _detail(ins) if details else "")
+        for i, q, s, e in tl.dma_parts:
+            ins = instrs[i]
+            yield Event(f"{nc}:DMA:q{q}", ins.opcode, s, e - s, i, _src(ins),
+                        _detail(ins) if details else "")

@@ -1,0 +1,110 @@
+"""Data dependencies between instructions: read-after-write, write-after-read, write-after-write on
+overlapping regions of the same allocation (what the hardware's semaphores enforce).
+
+Entries are bucketed by byte range so a trace with thousands of disjoint tiles in one tensor stays
+linear; reads by the same engine of the same rectangle collapse to the latest one (an engine
+completes in order); writes drop entries they fully cover (later accesses depend on the new write,
+which depends on them).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..nki.core.trace import Region, Trace
+
+_BUCKET_ONCHIP = 2048      # bytes per bucket within a partition (one PSUM bank)
+_BUCKET_HBM = 1 << 16      # bytes per bucket along an HBM tensor
+
+
+class _Tensor:
+    __slots__ = ("writes", "reads", "bucket")
+
+    def __init__(self, bucket: int):
+        self.writes: Dict[int, list] = {}
+        self.reads: Dict[int, list] = {}
+        self.bucket = bucket
+
+
+def _buckets(b0: int, b1: int, size: int):
+    return range(b0 // size, (max(b1, b0 + 1) - 1) // size + 1)
+
+
+def dependencies(trace: Trace) -> List[Tuple[int, ...]]:
+    """For each instruction, the indices of the earlier instructions it must wait for."""
+    tensors: Dict[tuple, _Tensor] = {}
+    out: List[Tuple[int, ...]] = []
+    append = out.append
+    for i, ins in enumerate(trace.instructions):
+        preds = set()
+        eng = ins.engine
+        # reads depend on overlapping writes
+        for r in ins.reads:
+            key = (r.memory, r.tensor)
+            tt = tensors.get(key)
+            if tt is None:
+                continue
+            p0, p1, b0, b1 = r.partition, r.partition + r.partitions, r.start, r.stop
+            for bk in _buckets(b0, b1, tt.bucket):
+                for e in tt.writes.get(bk, ()):
+                    if e[5] and e[0] < p1 and p0 < e[1] and e[2] < b1 and b0 < e[3]:
+                        preds.add(e[4])
+        # writes depend on overlapping writes and reads
+        for w in ins.writes:
+            key = (w.memory, w.tensor)
+            tt = tensors.get(key)
+            if tt is None:
+                continue
+            p0, p1, b0, b1 = w.partition, w.partition + w.partitions, w.start, w.stop
+            for bk in _buckets(b0, b1, tt.bucket):
+                for e in tt.writes.get(bk, ()):
+                    if e[5] and e[0] < p1 and p0 < e[1] and e[2] < b1 and b0 < e[3]:
+                        preds.add(e[4])
+                for e in tt.reads.get(bk, ()):
+                    if e[5] and e[0] < p1 and p0 < e[1] and e[2] < b1 and b0 < e[3]:
+                        preds.add(e[4])
+        preds.discard(i)
+        append(tuple(preds))
+        # record this instruction's accesses
+        for r in ins.reads:
+            _add(tensors, r, i, eng, False)
+        for w in ins.writes:
+            _add(tensors, w, i, eng, True)
+    return out
+
+
+def _add(tensors, reg: Region, i: int, eng: str, is_write: bool) -> None:
+    key = (reg.memory, reg.tensor)
+    tt = tensors.get(key)
+    if tt is None:
+        tt = _Tensor(_BUCKET_HBM if reg.memory == "hbm" else _BUCKET_ONCHIP)
+        tensors[key] = tt
+    p0, p1, b0, b1 = reg.partition, reg.partition + reg.partitions, reg.start, reg.stop
+    entry = [p0, p1, b0, b1, i, True, eng]
+    bks = _buckets(b0, b1, tt.bucket)
+    if is_write:
+        # entries fully covered by this write are no longer needed
+        for bk in bks:
+            for table in (tt.writes, tt.reads):
+                lst = table.get(bk)
+                if not lst:
+                    continue
+                keep = []
+                for e in lst:
+                    if e[5] and not (p0 <= e[0] and e[1] <= p1 and b0 <= e[2] and e[3] <= b1):
+                        keep.append(e)
+                    else:
+                        e[5] = False
+                table[bk] = keep
+        for bk in bks:
+            tt.writes.setdefault(bk, []).append(entry)
+    else:
+        for bk in bks:
+            lst = tt.reads.setdefault(bk, [])
+            # the same engine reading the same rectangle again: keep only the latest reader
+            if lst:
+                last = lst[-1]
+                if last[5] and last[6] == eng and eng != "dma" and last[0] == p0 and \
+                        last[1] == p1 and last[2] == b0 and last[3] == b1:
+                    last[4] = i
+                    continue
+            lst.append(entry)
