@@ -394,6 +394,7 @@ def fill(t: NkiTensor, value) -> None:
     if t._st.memory == "hbm":
         if ctx.numerics:
             t.array()[...] = ctx.convert(np.full(t.shape, value, np.float32), t.dtype)
+            t._st.fp32_dirty()
         t._st.full = True
         ctx.record("dma", "memset", [], [region(t)], 1, t.size, "-", dt.name(t.dtype))
         return
@@ -404,6 +405,7 @@ def fill(t: NkiTensor, value) -> None:
         flat = _flat_view(t)
         if ctx.numerics:
             flat.array()[...] = 0
+            t._st.fp32_dirty()
         t._st.full = True
         ctx.pending_zero[t._st.region_id] = (region(flat), dt.name(t.dtype), flat.shape)
         return

@@ -17,6 +17,7 @@ from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError
 from . import dtypes as dt
 from .context import current, region
 from .tensor import NkiTensor
+from ..ops import base, elementwise  # noqa: E402  (assign is loaded after the ops, on first use)
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")
 
@@ -28,7 +29,6 @@ def _same_view(a: NkiTensor, b: NkiTensor) -> bool:
 
 
 def assign(dst: NkiTensor, value: Any, *, temporary: bool) -> None:
-    from ..ops import base
     ctx = current()
     if isinstance(value, NkiTensor):
         if value._mask is False and value._fresh is None:
@@ -58,7 +58,6 @@ def _retargetable(ctx, engine: str, dst: NkiTensor, value: NkiTensor) -> bool:
 
 
 def _retarget(ctx, dst: NkiTensor, value: NkiTensor) -> None:
-    from ..ops import base
     _, idx, engine, opcode = value._fresh
     value._fresh = None
     vals = value.array() if ctx.numerics else None
@@ -87,7 +86,6 @@ def _retarget(ctx, dst: NkiTensor, value: NkiTensor) -> None:
 
 def copy(ctx, dst: NkiTensor, value: NkiTensor) -> None:
     """A tensor_copy instruction (the compiler's copy for ``x[...] = named_tile``)."""
-    from ..ops import base
     if dst._st.memory == "hbm" or value._st.memory == "hbm":
         raise MemoryAccessError(
             f"assignment between '{value.name}' ({value._st.memory}) and '{dst.name}' "
@@ -119,7 +117,6 @@ def copy(ctx, dst: NkiTensor, value: NkiTensor) -> None:
 
 
 def memset(ctx, dst: NkiTensor, value) -> None:
-    from ..ops import base
     if dst._st.memory == "hbm":
         raise MemoryAccessError(f"cannot fill HBM tensor '{dst.name}' from a kernel; fill an SBUF "
                                 "tile and nl.store it", rule="err_unsupported_memory", value="hbm",
@@ -136,7 +133,6 @@ def memset(ctx, dst: NkiTensor, value) -> None:
 
 def inplace(dst: NkiTensor, other: Any, name: str, *, temporary: bool) -> NkiTensor:
     """``dst op= other``: PSUM accumulation of a temporary matmul result, else an ALU op."""
-    from ..ops import base, elementwise
     ctx = current()
     if isinstance(other, NkiTensor):
         if other._mask is False and other._fresh is None:
@@ -157,7 +153,6 @@ def inplace(dst: NkiTensor, other: Any, name: str, *, temporary: bool) -> NkiTen
 
 def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     """Add a matmul result into PSUM; bytes never written since allocation start a new group."""
-    from ..ops import base
     _, idx, engine, opcode = prod._fresh
     prod._fresh = None
     base.check_writable(ctx, dst, opcode)
@@ -176,13 +171,18 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
             mask = mask.reshape(dst.shape)
     if vals is not None:
         old = dst.array()
-        if dst._st.full:
-            summed = base.f32(old) + vals
+        if dst._st.full and mask is None and pinit is None and old.dtype == np.float32 and \
+                not dst._st.manual and not ctx.convert.stochastic:
+            old += vals  # fp32 PSUM, fully initialized: the read-add-write in place
+            dst._st.fp32_dirty()
+            vals = None
+        elif dst._st.full:
+            vals = base.f32(old) + vals
         else:
             was = base.written(ctx, dst, opcode)
-            summed = np.where(was, base.f32(old) + vals, vals)
-        vals = summed
-    base.write(ctx, dst, vals, pinit, mask)
+            vals = np.where(was, base.f32(old) + vals, vals)
+    if vals is not None or not ctx.numerics:
+        base.write(ctx, dst, vals, pinit, mask)
     ins = ctx.trace.instructions[idx]
     dreg = ctx.trace.intern(region(dst))
     attrs = tuple((k, v) for k, v in ins.attrs if k != "accumulate") + (("accumulate", True),)

@@ -199,10 +199,10 @@ class KernelContext:
 
     def new_storage(self, memory: str, kind: str, name: Optional[str], nbytes: int,
                     sdtype: np.dtype, partitions: int, pstride: int, *, account: bool,
-                    loc: Optional[SourceLoc] = None) -> Storage:
+                    loc: Optional[SourceLoc] = None, fill: bool = True) -> Storage:
         if name is None or name == "":
             name = f"t{next(self.name_counter)}"
-        fill = None if not self.numerics else self.options.uninit
+        fill = None if not (self.numerics and fill) else self.options.uninit
         st = Storage(memory=memory, kind=kind, name=name, nbytes=nbytes, sdtype=sdtype,
                      partitions=partitions, pstride=pstride, loc=loc or user_loc(), fill=fill,
                      full=not self.numerics)  # timing-only: no values, so no init tracking
@@ -338,7 +338,18 @@ def region(t) -> Region:
     """The Region a tensor view covers (bounding box for gathers, flagged indirect)."""
     r = t._region
     if r is None:
-        r = t._region = _region(t)
+        if t._gather is None:
+            # views are rebuilt every loop iteration with the same geometry: cache per storage
+            key = (t._off, t._shape, t._strides, t._dtype, t._pdim)
+            cache = t._st.rcache
+            if cache is None:
+                cache = t._st.rcache = {}
+            r = cache.get(key)
+            if r is None:
+                r = cache[key] = _region(t)
+        else:
+            r = _region(t)
+        t._region = r
     return r
 
 

@@ -227,7 +227,8 @@ def stochastic_round(v: np.ndarray, dst: np.dtype, rng: np.random.Generator) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         p_hi = np.where(span > 0, (v - lo) / span, 0.0)
     pick_hi = rng.random(v.shape, dtype=np.float32) < p_hi
-    res = np.where(pick_hi, hi, lo).astype(dst)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf lanes are replaced below
+        res = np.where(pick_hi, hi, lo).astype(dst)
     keep = (back == v) | ~np.isfinite(v) | ~np.isfinite(other) | ~np.isfinite(back)
     return np.where(keep, near, res)
 

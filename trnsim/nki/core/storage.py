@@ -19,10 +19,10 @@ HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
 
 
 class Storage:
-    __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "init", "full", "sdtype",
+    __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "_init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
                  "manual", "loc", "owner", "is_output", "mutable", "base_off", "row_bytes",
-                 "written", "__weakref__")
+                 "written", "_f32", "rcache", "__weakref__")
 
     def __init__(self, *, memory: str, kind: str, name: str, nbytes: int, sdtype: np.dtype,
                  partitions: int, pstride: int, loc=None, data: Optional[np.ndarray] = None,
@@ -48,15 +48,42 @@ class Storage:
         self.base_off = 0           # where this allocation starts in ``data`` (manual placement)
         self.row_bytes = pstride    # bytes per partition of this allocation (on-chip)
         self.written = 0            # bytes marked initialized since the last whole-map check
+        self._f32 = None            # cached fp32 copy of a 16-bit float storage (see f32_shadow)
+        self.rcache = None          # view geometry -> trace Region (context.region)
         if data is None:
             data = np.empty(max(nbytes, 1), dtype=np.uint8)
             if fill is not None and nbytes:
                 _fill(data[:nbytes], sdtype, fill)
         self.data = data
-        if init is None:
-            init = np.ones(1, np.uint8) if full else np.zeros(max(nbytes, 1), dtype=np.uint8)
-        self.init = init
+        self._init = init  # allocated on first use (most result tiles are written whole)
         self.full = full
+        if init is None and memory == "hbm" and not full:
+            self.init  # shared by the LNC cores' threads: allocate before they race for it
+
+    def fp32_dirty(self) -> None:
+        """Forget the fp32 shadow: called on every write to the storage."""
+        self._f32 = None
+
+    def f32_shadow(self) -> np.ndarray:
+        """The whole storage converted to fp32 once and reused until the next write, so a bf16
+        tile read by many matmuls is converted once, not per instruction."""
+        m = self._f32
+        if m is None:
+            n = self.nbytes // self.sdtype.itemsize
+            m = self._f32 = self.data[:n * self.sdtype.itemsize].view(self.sdtype).astype(np.float32)
+        return m
+
+    @property
+    def init(self) -> np.ndarray:
+        m = self._init
+        if m is None:
+            n = max(self.nbytes, 1)
+            m = self._init = np.ones(n, np.uint8) if self.full else np.zeros(n, np.uint8)
+        return m
+
+    @init.setter
+    def init(self, value: np.ndarray) -> None:
+        self._init = value
 
     def ensure_init_map(self) -> None:
         """Give a fully-initialized storage a real init map (before a partial, tainted write)."""

@@ -210,16 +210,19 @@ class NkiTensor:
 
     # -- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
-        from .indexing import subscript
-        return subscript(self, key)
+        f = _hooks.subscript
+        if f is None:
+            f = _hooks.load("subscript")
+        return f(self, key)
 
     def __setitem__(self, key, value) -> None:
         n = sys.getrefcount(value)
-        from .assign import assign
         # A value referenced only by the interpreter stack is a temporary: its instruction can
         # write straight into the destination, as the NKI compiler does.
-        temp = n <= _TEMP_REFS
-        assign(self[key], value, temporary=temp)
+        f = _hooks.assign
+        if f is None:
+            f = _hooks.load("assign")
+        f(self[key], value, temporary=n <= _TEMP_REFS)
 
     # -- views ------------------------------------------------------------------------------
     def _derive(self, off, shape, strides, pdim=None, dtype=None, blocks=None, owner=None):
@@ -427,8 +430,10 @@ class NkiTensor:
 
     # -- arithmetic operators: the legacy nl elementwise ops ---------------------------------
     def _binop(self, other, name, reverse=False):
-        from ..ops import elementwise
-        return elementwise.operator(name, self, other, reverse)
+        f = _hooks.operator
+        if f is None:
+            f = _hooks.load("operator")
+        return f(name, self, other, reverse)
 
     def __add__(self, o): return self._binop(o, "add")
     def __radd__(self, o): return self._binop(o, "add", True)
@@ -469,8 +474,10 @@ class NkiTensor:
         return elementwise.unary_operator("abs", self)
 
     def _inplace(self, o, name, refs):
-        from .assign import inplace
-        return inplace(self, o, name, temporary=refs <= _TEMP_REFS_INPLACE)
+        f = _hooks.inplace
+        if f is None:
+            f = _hooks.load("inplace")
+        return f(self, o, name, temporary=refs <= _TEMP_REFS_INPLACE)
 
     # each reads the refcount as its first statement, exactly as the calibration probe does
     def __iadd__(self, o):
@@ -488,6 +495,27 @@ class NkiTensor:
     def __itruediv__(self, o):
         n = sys.getrefcount(o)
         return self._inplace(o, "divide", n)
+
+
+class _Hooks:
+    """Functions from modules that import this one, bound on first use (a function-level import
+    on every subscript or assignment costs more than the rest of the call)."""
+    subscript = assign = inplace = operator = None
+
+    def load(self, name):
+        if name == "subscript":
+            from .indexing import subscript as f
+        elif name == "assign":
+            from .assign import assign as f
+        elif name == "inplace":
+            from .assign import inplace as f
+        else:
+            from ..ops.elementwise import operator as f
+        setattr(self, name, f)
+        return f
+
+
+_hooks = _Hooks()
 
 
 def _retype(t: NkiTensor, sd: np.dtype) -> NkiTensor:

@@ -8,22 +8,22 @@ generation without running numpy again.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ...source import SourceLoc
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
 
 
-@dataclass(frozen=True, slots=True)
-class Region:
+class Region(NamedTuple):
     """A rectangle of one memory touched by an instruction.
 
     On-chip (sbuf/psum): partitions ``[partition, partition + partitions)`` and bytes
     ``[start, stop)`` within each partition.  HBM: bytes ``[start, stop)`` of the tensor.
     ``tensor`` identifies the allocation (an id shared by every view of it).  ``contiguous`` is the
     byte length of the innermost contiguous run, the figure DMA efficiency depends on.
+    (A NamedTuple: immutable plain data, built at C speed on the simulator's hot path.)
     """
     memory: str
     tensor: int
@@ -53,8 +53,7 @@ class Region:
         return self.start < other.stop and other.start < self.stop
 
 
-@dataclass(frozen=True, slots=True)
-class Instruction:
+class Instruction(NamedTuple):
     """One ISA-level operation on one NeuronCore."""
     index: int
     engine: str
@@ -80,9 +79,6 @@ class Instruction:
         return self.partitions * self.free
 
 
-_FIELDS = tuple(f for f in Instruction.__dataclass_fields__)
-
-
 @dataclass
 class Trace:
     """The ordered instructions of one kernel run, per logical core."""
@@ -102,11 +98,9 @@ class Trace:
 
     def intern(self, r: Region) -> Region:
         """Share identical regions between instructions (keeps 1M-instruction traces small)."""
-        key = (r.memory, r.tensor, r.partition, r.partitions, r.start, r.stop, r.elements,
-               r.dtype, r.contiguous, r.indirect)
-        got = self._regions.get(key)
+        got = self._regions.get(r)
         if got is None:
-            self._regions[key] = r
+            self._regions[r] = r
             got = r
         return got
 
@@ -117,9 +111,7 @@ class Trace:
     def patch(self, i: int, **changes) -> None:
         """Replace fields of instruction ``i`` (used when a result is written straight into its
         destination, e.g. ``x[...] = nisa.activation(...)``)."""
-        old = self.instructions[i]
-        # positional construction: dataclasses.replace is several times slower on this hot path
-        self.instructions[i] = Instruction(*[changes.get(f, getattr(old, f)) for f in _FIELDS])
+        self.instructions[i] = self.instructions[i]._replace(**changes)
 
     def by_engine(self) -> Dict[str, List[Instruction]]:
         out: Dict[str, List[Instruction]] = {}
@@ -148,7 +140,7 @@ class Trace:
                          [rid(r) for r in ins.writes], ins.partitions, ins.free, ins.dtype_in,
                          ins.dtype_out, [list(a) for a in ins.attrs], list(ins.source), ins.core])
         return json.dumps({"format": "trnsim-trace/1", "target": self.target, "meta": self.meta,
-                           "regions": [asdict(r) for r in regions],
+                           "regions": [r._asdict() for r in regions],
                            "instructions": rows}, default=str)
 
     @classmethod

@@ -275,6 +275,24 @@ def _owner_view(mm, t: NkiTensor) -> np.ndarray:
                       strides=tuple(4 * s for s in t._strides))
 
 
+_SHADOWED = frozenset([dt.bfloat16, dt.float16])
+
+
+def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
+    """``read`` converted to fp32; 16-bit float tiles come from the storage's cached fp32 shadow
+    (manually placed storages alias each other, so they always convert afresh)."""
+    st = t._st
+    if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
+        v, init = read(ctx, t, what)
+        isz = st.sdtype.itemsize
+        sh = st.f32_shadow()
+        view = np.ndarray(t._shape, dtype=np.float32, buffer=sh, offset=t._off * 4 // isz,
+                          strides=tuple(x * 4 // isz for x in t._strides))
+        return view, init
+    v, init = read(ctx, t, what)
+    return (f32(v) if ctx.numerics else v), init
+
+
 def f32(v: np.ndarray) -> np.ndarray:
     return v if v.dtype == np.float32 else v.astype(np.float32)
 
@@ -301,7 +319,7 @@ def _align(v: np.ndarray, shape) -> np.ndarray:
 # -- writing ---------------------------------------------------------------------------------
 
 def new_tile(ctx: KernelContext, shape: Tuple[int, ...], dtype: np.dtype, memory: str,
-             name: Optional[str] = None) -> NkiTensor:
+             name: Optional[str] = None, fill: bool = False) -> NkiTensor:
     """A provisional tile for a result; counted against capacity only once used as an operand."""
     sd = dt.storage_dtype(dtype, ctx.options.precise_fp)
     isz = sd.itemsize
@@ -310,7 +328,7 @@ def new_tile(ctx: KernelContext, shape: Tuple[int, ...], dtype: np.dtype, memory
         free *= s
     pstride = free * isz
     st = ctx.new_storage(memory, memory, name, shape[0] * pstride, sd, shape[0], pstride,
-                         account=False)
+                         account=False, fill=fill)  # the producing instruction writes it next
     strides = []
     acc = isz
     for s in reversed(shape[1:]):
@@ -318,6 +336,28 @@ def new_tile(ctx: KernelContext, shape: Tuple[int, ...], dtype: np.dtype, memory
         acc *= s
     strides = (pstride,) + tuple(reversed(strides))
     return NkiTensor(st, 0, tuple(shape), strides, dtype, 0)
+
+
+def _adopt(ctx: KernelContext, values, shape, dtype, memory) -> Optional[NkiTensor]:
+    """A result array the op just computed becomes the fresh tile's storage (no copy), when it
+    already has the storage dtype and layout; None otherwise."""
+    if values is None or not ctx.numerics:
+        return None
+    sd = dt.storage_dtype(dtype, ctx.options.precise_fp)
+    if dtype != sd or dtype.fields is not None or dtype == dt.tfloat32:
+        return None  # the write would round (tf32, packed types): keep the converting path
+    if values.dtype != sd or values.base is not None or not values.flags.c_contiguous \
+            or values.shape != shape or dt.is_int(sd) != dt.is_int(values.dtype) \
+            or ctx.convert.stochastic:
+        return None
+    isz = sd.itemsize
+    free = values.size // shape[0] if shape[0] else 0
+    pstride = free * isz
+    from ..core.storage import Storage
+    st = Storage(memory=memory, kind=memory, name=f"t{next(ctx.name_counter)}",
+                 nbytes=values.nbytes, sdtype=sd, partitions=shape[0], pstride=pstride,
+                 loc=user_loc(), data=values.reshape(-1).view(np.uint8), full=True)
+    return NkiTensor(st, 0, shape, values.strides, dtype, 0)
 
 
 def check_writable(ctx: KernelContext, t: NkiTensor, op: str) -> None:
@@ -344,6 +384,7 @@ def write(ctx: KernelContext, dst: NkiTensor, values: Optional[np.ndarray], init
         return
     st = dst._st
     if values is not None and ctx.numerics:
+        st._f32 = None
         arr = dst.array()
         if reduce_op is not None:
             from ..core.alu import BINARY
@@ -371,6 +412,10 @@ def _mark_init(ctx: KernelContext, dst: NkiTensor, init, mask) -> None:
             np.copyto(ov, me, where=_align(mask, ov.shape))
     if st.full and init is None:
         return
+    if init is None and mask is None and not st.manual and dst._off == 0 and \
+            dst.size * dst.itemsize == st.nbytes and dst.is_contiguous():
+        st.full = True  # a whole-storage write: no init map needed from now on
+        return
     if st.full:
         st.ensure_init_map()
         st.full = False
@@ -387,7 +432,8 @@ def _mark_init(ctx: KernelContext, dst: NkiTensor, init, mask) -> None:
                     st.written += dst.size * dst.itemsize
                     if st.written >= st.nbytes:
                         st.written = 0
-                        if st.init[:st.nbytes].all():
+                        # the map marks the first byte of each element
+                        if st.init[:st.nbytes:st.sdtype.itemsize].all():
                             st.full = True
         else:
             np.copyto(iv, 1, where=_align(mask, iv.shape))
@@ -409,6 +455,7 @@ def _scatter(ctx: KernelContext, dst: NkiTensor, values, init, mask) -> None:
     else:
         sel = tuple(i[mask] for i in idx)
     if values is not None and ctx.numerics:
+        base._st._f32 = None
         arr = base.array()
         conv = ctx.convert(_align(values, dst.shape), dst._dtype)
         arr[sel] = conv if mask is None else conv[mask]
@@ -454,11 +501,15 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
         dtype_in = dt.name(reads[0].dtype) if reads and hasattr(reads[0], "dtype") else "-"
     rregs = [region(r) for r in reads if isinstance(r, NkiTensor)]
     if dst is None:
-        out = new_tile(ctx, tuple(out_shape), out_dtype, memory)
-        if mask is False:
-            out._mask = False
-            return out
-        write(ctx, out, values, init, mask)
+        out = _adopt(ctx, values, tuple(out_shape), out_dtype, memory) \
+            if (mask is None and init is None) else None
+        if out is None:
+            out = new_tile(ctx, tuple(out_shape), out_dtype, memory,
+                           fill=isinstance(mask, np.ndarray))  # masked-off lanes keep NaN
+            if mask is False:
+                out._mask = False
+                return out
+            write(ctx, out, values, init, mask)
         wregs = [region(out)] + [region(w) for w in extra_writes]
         idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
                          dt.name(out_dtype), tuple(attrs))

@@ -136,13 +136,15 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
                              rule="dst-shape", limit=out_shape, value=dst.shape, where=where())
         out_shape = dst.shape
     m = legacy_mask(mask, out_shape)
-    vs, i_s = read(ctx, s, opcode)
-    vm, i_m = read(ctx, mv, opcode)
+    vs, i_s = base.read_f32(ctx, s, opcode)
+    vm, i_m = base.read_f32(ctx, mv, opcode)
     vals = None
     if ctx.numerics:
-        a = f32(vs).reshape(-1, M)
-        b = f32(vm).reshape(-1, N)
-        vals = (a.T @ b).reshape(out_shape)
+        a = vs.reshape(-1, M)
+        b = vm.reshape(-1, N)
+        vals = a.T @ b
+        if vals.shape != tuple(out_shape):  # reshape only when needed: a fresh array is adopted
+            vals = vals.reshape(out_shape)     # as the result tile's storage (no copy)
         if is_transpose and te.transpose_keeps_16bit:
             # gen3+ transpose mode passes the stationary data through instead of
             # multiply-accumulating, so NaN/Inf and -0 survive bit-exactly [ARCH3]; a 0/1 moving
