@@ -49,6 +49,16 @@ def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:
     raise ConfigError(f"environment variable {key} must be 0 or 1", rule="env", value=v)
 
 
+def _fast_forward(v: Optional[str]) -> str:
+    v = (v or "auto").strip().lower()
+    aliases = {"1": "auto", "on": "auto", "true": "auto", "yes": "auto", "0": "off",
+               "false": "off", "no": "off"}
+    v = aliases.get(v, v)
+    if v not in ("auto", "all", "off"):
+        raise ConfigError("TRNSIM_FAST_FORWARD must be 0, 1 or all", rule="env", value=v)
+    return v
+
+
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """Everything that changes how a kernel is simulated. Build with ``Options.from_env()``."""
@@ -60,11 +70,18 @@ class Options:
     hardware_file: Optional[str] = None
     timing_only: bool = False
     uninit: Literal["nan", "zero"] = "nan"
+    # timing-only runs: synthesize regular loop iterations instead of running them
+    # (nki/core/fastforward.py): "auto" = legacy affine/sequential loops, "all" = also the new
+    # API's unrolled loops, "off" = run every iteration
+    fast_forward: Literal["auto", "all", "off"] = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "target", canonical_target(self.target))
         if self.uninit not in ("nan", "zero"):
             raise ConfigError("uninit fill must be 'nan' or 'zero'", rule="options", value=self.uninit)
+        if self.fast_forward not in ("auto", "all", "off"):
+            raise ConfigError("fast_forward must be 'auto', 'all' or 'off'", rule="options",
+                              value=self.fast_forward)
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides) -> "Options":
@@ -85,6 +102,7 @@ class Options:
             hardware_file=env.get("TRNSIM_HARDWARE") or None,
             timing_only=_flag(env, "TRNSIM_TIMING_ONLY", False),
             uninit=(env.get("TRNSIM_UNINIT") or "nan").lower(),
+            fast_forward=_fast_forward(env.get("TRNSIM_FAST_FORWARD")),
         )
         opts.update(overrides)
         return cls(**opts)

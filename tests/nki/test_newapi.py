@@ -248,6 +248,8 @@ def test_memset_value_must_match_the_dtype():
         nisa.memset(dst=t, value=-7)
         f = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=f, value=0)  # an int literal is fine for a float dst
+        z = nl.ndarray((4, 4), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.memset(dst=z, value=0.0)  # nki-library zero-fills integer tiles with 0.0
         nisa.dma_copy(dst=out, src=t)
         return out
 
@@ -528,6 +530,27 @@ def test_vector_offset_scatter_and_oob_skip():
         if r < 6:
             ref[r] = src[p]
     np.testing.assert_array_equal(got, ref)
+
+
+def test_out_of_range_ap_view_errors_only_when_accessed():
+    x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+
+    @nki.jit
+    def k(x, use):
+        t = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        past_end = t.ap([[8, 4], [1, 4]], offset=6)       # columns 6..9 of an 8-column row
+        out = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[:, 0:4])
+        if use:
+            u = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=u, src=past_end)
+        return out
+
+    np.testing.assert_array_equal(k(x, False), x[:, :4])
+    with pytest.raises(TrnsimError, match="leaves tensor") as ei:
+        k(x, True)
+    assert ei.value.rule == "err_tensor_access_out_of_bound"
 
 
 # -- loops on registers --------------------------------------------------------------------------

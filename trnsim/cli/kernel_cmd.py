@@ -31,6 +31,10 @@ def register(sub) -> None:
                    help="for plain functions: which NKI generation they are written in")
     p.add_argument("--timing-only", action="store_true",
                    help="skip numerics (shapes, regions and dependencies are still tracked)")
+    p.add_argument("--fast-forward", choices=("auto", "all", "off"), default=None,
+                   help="timing-only: synthesize regular loop iterations instead of running them "
+                        "(auto: legacy affine/sequential loops; all: also new-API loops; "
+                        "default $TRNSIM_FAST_FORWARD or auto)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Perfetto / Chrome trace")
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument("--parquet", metavar="DIR", help="write Instruction/DmaPacket/Summary Parquet "
@@ -147,6 +151,7 @@ def run(args) -> int:
     from ..timing import estimate_run
     opts = Options.from_env(**({"target": args.target} if args.target else {}),
                             **({"hardware_file": args.hardware} if args.hardware else {}),
+                            **({"fast_forward": args.fast_forward} if args.fast_forward else {}),
                             timing_only=bool(args.timing_only))
     obj = load_kernel(args.target_spec)
     if isinstance(obj, Kernel):

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import KernelError
 from ..options import Options
 from .core import dtypes as dt
+from .core import fastforward
 from .core.alu import register_token
 from .core.context import current, maybe_current
 
@@ -118,22 +119,30 @@ def _ints(*a):
     return out
 
 
-def _loop(r, traced_once: bool):
+def _loop(r, traced_once: bool, fast: bool = False):
     """Iterate ``r``, recording in the kernel context which iteration of which loop is running.
 
     Legacy NKI traces the body of affine/sequential loops once, so Python side effects in the body
     (e.g. ``cur_addr += size`` between manual allocations) happen once; allocation uses this to
-    give later iterations the placement of the first (see alloc.py)."""
+    give later iterations the placement of the first (see alloc.py).  ``fast``: a loop whose body
+    may be fast-forwarded in timing-only runs (see core/fastforward.py)."""
     ctx = maybe_current()
     if ctx is None:
         yield from r
         return
     frame = [0, traced_once]
     ctx.loops.append(frame)
+
+    def at(k: int) -> None:
+        frame[0] = k
+
     try:
-        for k, i in enumerate(r):
-            frame[0] = k
-            yield i
+        if fast and fastforward.enabled(ctx):
+            yield from fastforward.loop(ctx, r, at)
+        else:
+            for k, i in enumerate(r):
+                frame[0] = k
+                yield i
     finally:
         for j in range(len(ctx.loops) - 1, -1, -1):  # by identity: equal frames are distinct loops
             if ctx.loops[j] is frame:
@@ -143,11 +152,11 @@ def _loop(r, traced_once: bool):
 
 def affine_range(*args, **kw):
     """Iterations without carried dependencies (the simulator runs them in order)."""
-    return _loop(builtins.range(*_ints(*args)), True)
+    return _loop(builtins.range(*_ints(*args)), True, True)
 
 
 def sequential_range(*args, **kw):
-    return _loop(builtins.range(*_ints(*args)), True)
+    return _loop(builtins.range(*_ints(*args)), True, True)
 
 
 def static_range(*args, **kw):

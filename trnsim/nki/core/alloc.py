@@ -148,6 +148,8 @@ def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=
     spec = ctx.spec
     if memory == "psum":
         lim = max(spec.psum.bank_bytes, spec.tensor.max_moving_free * 4)
+        if not legacy:  # new-API PSUM tensors may span banks (nki-library allocates 2+ bank tiles)
+            lim = spec.psum.bytes_per_partition
         if free_bytes > lim:
             raise CapacityError(f"PSUM tile '{name or 'tensor'}' needs {free_bytes} B per partition",
                                 rule="psum-tile-size", limit=f"{lim} B per partition",

@@ -60,6 +60,7 @@ def _retargetable(ctx, engine: str, dst: NkiTensor, value: NkiTensor) -> bool:
 def _retarget(ctx, dst: NkiTensor, value: NkiTensor) -> None:
     _, idx, engine, opcode = value._fresh
     value._fresh = None
+    idx = ctx.trace.resolve(idx)
     vals = value.array() if ctx.numerics else None
     st = value._st
     init = None if st.full else value.init_view()
@@ -155,6 +156,7 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     """Add a matmul result into PSUM; bytes never written since allocation start a new group."""
     _, idx, engine, opcode = prod._fresh
     prod._fresh = None
+    idx = ctx.trace.resolve(idx)
     base.check_writable(ctx, dst, opcode)
     acc_types = ctx.spec.tensor.output_dtypes  # PSUM read-add-write runs in these (fp32; +bf16 v4)
     if dt.name(dst.dtype) not in acc_types:

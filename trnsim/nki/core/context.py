@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import threading
 import warnings
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -184,6 +185,7 @@ class KernelContext:
         self.loops: list = []  # [iteration, traced_once] per active nl.*_range loop
         self.placements: dict = {}  # manual allocation call stack -> first placement
         self.pending_zero: dict = {}  # PSUM region id -> zero-fill not yet traced (alloc.fill)
+        self.ff_watch: list = []  # fastforward.py: lists collecting weakrefs of new storages
 
     # -- memories ---------------------------------------------------------------------------
     def manual(self, memory: str) -> ManualMemory:
@@ -206,6 +208,10 @@ class KernelContext:
         st = Storage(memory=memory, kind=kind, name=name, nbytes=nbytes, sdtype=sdtype,
                      partitions=partitions, pstride=pstride, loc=loc or user_loc(), fill=fill,
                      full=not self.numerics)  # timing-only: no values, so no init tracking
+        if self.ff_watch:
+            ref = weakref.ref(st)
+            for w in self.ff_watch:
+                w.append(ref)
         if account:
             self.charge(st)
         return st

@@ -406,9 +406,10 @@ def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, 
                     sh[i] = n
                     free = free + (np.arange(n, dtype=np.int64) * a).reshape(sh)
                 return _flat_gather(t, (start - st.base_off) // isz + free, shape, new_dt, sd, ())
-            raise OutOfBoundsError(f".ap pattern {pattern} (offset {offset}) leaves tensor '{t.name}'",
-                                   rule="err_tensor_access_out_of_bound", limit=f"{st.nbytes} B",
-                                   value=f"bytes {lo - st.base_off}..{hi - st.base_off}")
+            return _deferred_oob(t, shape, new_dt, OutOfBoundsError(
+                f".ap pattern {pattern} (offset {offset}) leaves tensor '{t.name}'",
+                rule="err_tensor_access_out_of_bound", limit=f"{st.nbytes} B",
+                value=f"bytes {lo - st.base_off}..{hi - st.base_off}"))
         r = NkiTensor(st, start, shape, strides, new_dt, None, owner=t._owner, name=t._name)
     else:
         if vector_offset is not None:
@@ -429,10 +430,11 @@ def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, 
         hi = f0 + sum(max(0, (n - 1) * s) for s, n in zip(strides[1:], shape[1:])) + isz
         lo = f0 + sum(min(0, (n - 1) * s) for s, n in zip(strides[1:], shape[1:]))
         if p0 < 0 or p0 + pnum > st.partitions or hi > row or lo < 0:
-            raise OutOfBoundsError(f".ap pattern {pattern} (offset {offset}) leaves tensor '{t.name}'",
-                                   rule="err_tensor_access_out_of_bound",
-                                   limit=f"{st.partitions} partitions x {row} B",
-                                   value=f"partitions {p0}..{p0 + pnum - 1}, bytes {lo}..{hi}")
+            return _deferred_oob(t, shape, new_dt, OutOfBoundsError(
+                f".ap pattern {pattern} (offset {offset}) leaves tensor '{t.name}'",
+                rule="err_tensor_access_out_of_bound",
+                limit=f"{st.partitions} partitions x {row} B",
+                value=f"partitions {p0}..{p0 + pnum - 1}, bytes {lo}..{hi}"))
         r = NkiTensor(st, st.base_off + p0 * st.pstride + f0, shape, strides, new_dt, 0,
                       owner=t._owner, name=t._name)
     if sd != st.sdtype:
@@ -489,6 +491,24 @@ def _vector_offset_view(t: NkiTensor, pattern, start: int, rows, d_ind: int, new
         free = free + (np.arange(n, dtype=np.int64) * a).reshape(sh)
     idx = _RowIndex(rows, (start - st.base_off) // isz, stride_b // isz, free, shape)
     return _flat_gather(t, idx, shape, new_dt, sd, (rows,))
+
+
+class _Deferred:
+    """The index of a view that lies outside its tensor: kernels may build such a view and only
+    use it under a guard, so the error is raised when (if) the view is accessed."""
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def resolve_index(self, tile_values=None):
+        raise self.error
+
+
+def _deferred_oob(t: NkiTensor, shape, new_dt, error: Exception) -> NkiTensor:
+    g = Gather(t, (_Deferred(error),), tuple(shape), ())
+    return NkiTensor(t._st, t._off, tuple(shape), (0,) * len(shape), new_dt,
+                     0 if t._st.memory != "hbm" else None, gather=g, owner=t._owner, name=t._name)
 
 
 def _flat_gather(t: NkiTensor, index, shape, new_dt, sd, tiles) -> NkiTensor:

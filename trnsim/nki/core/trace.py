@@ -7,9 +7,12 @@ generation without running numpy again.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ...source import SourceLoc
 
@@ -79,13 +82,227 @@ class Instruction(NamedTuple):
         return self.partitions * self.free
 
 
+# Tensor ids of the tiles of synthesized loop iterations (fastforward.py): negative, so they never
+# collide with storage ids; reserved in contiguous runs under a lock (LNC cores trace in threads).
+_synth_lock = threading.Lock()
+_synth_next = [1]
+
+
+def reserve_synthetic_ids(n: int) -> int:
+    """Reserve ``n`` synthetic tensor ids; returns the first (ids are ``-(first + k)``)."""
+    with _synth_lock:
+        first = _synth_next[0]
+        _synth_next[0] += max(n, 0)
+    return first
+
+
+def peek_synthetic_id() -> int:
+    return _synth_next[0]
+
+
+class LoopBlock:
+    """Iterations of a loop body that were not executed but synthesized from recorded ones.
+
+    Iteration ``k`` (counted from the loop's first iteration) of slot ``j`` is the ``template``
+    instruction ``j`` (recorded at ``k = 0``) with every region's partition, start and stop moved by
+    ``k`` times that region's per-iteration delta, and each tile allocated inside the body replaced
+    by a fresh synthetic id (the body allocates the same tiles every iteration).  Kept compact so a
+    loop of a million iterations costs a few arrays, not a million records; ``materialize`` builds
+    the records on demand.
+    """
+    __slots__ = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n")
+
+    def __init__(self, template: Sequence["Instruction"], k0: int, count: int,
+                 deltas: Sequence[Tuple[Tuple[int, int, int, int], ...]], nlocal: int):
+        self.template = tuple(template)
+        self.k0 = k0              # iteration number of the first synthesized iteration
+        self.count = count        # iterations synthesized
+        # per template instruction, per region (reads then writes): (dpartition, dstart, dstop,
+        # local rank or -1 for a tensor shared by all iterations)
+        self.deltas = tuple(deltas)
+        self.nlocal = nlocal
+        self.synth_first = reserve_synthetic_ids(nlocal * count) if nlocal else 0
+        self.n = len(self.template) * count
+
+    def local_id(self, c: int, rank: int) -> int:
+        return -(self.synth_first + c * self.nlocal + rank)
+
+    def materialize(self, first_index: int, lo: int = 0, hi: Optional[int] = None
+                    ) -> Iterator["Instruction"]:
+        """Records ``lo .. hi`` of the block (block-relative), indexed from ``first_index``."""
+        L = len(self.template)
+        hi = self.n if hi is None else hi
+        for pos in range(lo, hi):
+            c, j = divmod(pos, L)
+            yield self._make(first_index + pos, c, j)
+
+    def _make(self, index: int, c: int, j: int) -> "Instruction":
+        ins = self.template[j]
+        k = self.k0 + c
+        d = self.deltas[j]
+        nr = len(ins.reads)
+        regs = []
+        for r, (dp, ds, de, rank) in zip(ins.reads + ins.writes, d):
+            regs.append(Region(r.memory, r.tensor if rank < 0 else self.local_id(c, rank), r.name,
+                               r.partition + k * dp, r.partitions, r.start + k * ds,
+                               r.stop + k * de, r.elements, r.dtype, r.contiguous, r.indirect))
+        return ins._replace(index=index, reads=tuple(regs[:nr]), writes=tuple(regs[nr:]))
+
+
+class InstructionList(Sequence):
+    """A trace's instructions in program order: recorded ``Instruction``s, and ``LoopBlock``s of
+    synthesized iterations that are materialized when read.  Appending and ``len`` stay O(1)."""
+    __slots__ = ("_segs", "_starts", "_n", "_tail")
+
+    def __init__(self, items: Iterable["Instruction"] = ()):
+        self._tail: list = list(items)
+        self._segs: list = [self._tail]
+        self._starts: List[int] = [0]
+        self._n = len(self._tail)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, ins: "Instruction") -> None:
+        self._tail.append(ins)
+        self._n += 1
+
+    def _seg_of(self, i: int) -> int:
+        return bisect.bisect_right(self._starts, i) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self._n)
+            if step != 1:
+                return [self[j] for j in range(lo, hi, step)]
+            return list(self.iter_range(lo, hi))
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("instruction index out of range")
+        if len(self._segs) == 1:
+            return self._tail[i]
+        s = self._seg_of(i)
+        seg = self._segs[s]
+        off = i - self._starts[s]
+        if isinstance(seg, list):
+            return seg[off]
+        c, j = divmod(off, len(seg.template))
+        return seg._make(i, c, j)
+
+    def __setitem__(self, i: int, ins: "Instruction") -> None:
+        if i < 0:
+            i += self._n
+        s = self._seg_of(i) if len(self._segs) > 1 else 0
+        seg = self._segs[s]
+        if not isinstance(seg, list):
+            raise IndexError("synthesized loop iterations cannot be changed")
+        seg[i - self._starts[s]] = ins
+
+    def __iter__(self) -> Iterator["Instruction"]:
+        for s, seg in enumerate(self._segs):
+            if isinstance(seg, list):
+                yield from seg
+            else:
+                yield from seg.materialize(self._starts[s])
+
+    def iter_range(self, lo: int, hi: int) -> Iterator["Instruction"]:
+        if lo >= hi:
+            return
+        s = self._seg_of(lo)
+        while s < len(self._segs) and self._starts[s] < hi:
+            seg, base = self._segs[s], self._starts[s]
+            a, b = max(lo, base) - base, min(hi, base + _seg_len(seg)) - base
+            if isinstance(seg, list):
+                yield from seg[a:b]
+            else:
+                yield from seg.materialize(base, a, b)
+            s += 1
+
+    def segments(self) -> Iterator[Tuple[int, Any]]:
+        """``(first index, list of Instruction | LoopBlock)`` in order (for vectorized encoders)."""
+        return zip(self._starts, self._segs)
+
+    @property
+    def blocks(self) -> List[LoopBlock]:
+        return [s for s in self._segs if not isinstance(s, list)]
+
+    # -- restructuring (fastforward.py) ------------------------------------------------------
+    def _cut(self, i: int) -> int:
+        """Make ``i`` a segment boundary; returns the segment number starting at ``i``."""
+        if i == self._n:
+            if self._segs and _seg_len(self._segs[-1]) == 0:
+                return len(self._segs) - 1
+            self._segs.append([])
+            self._starts.append(self._n)
+            self._tail = self._segs[-1]
+            return len(self._segs) - 1
+        s = self._seg_of(i)
+        base = self._starts[s]
+        if base == i:
+            return s
+        seg = self._segs[s]
+        if not isinstance(seg, list):
+            raise ValueError("cannot split a synthesized block")
+        off = i - base
+        self._segs[s:s + 1] = [seg[:off], seg[off:]]
+        self._starts.insert(s + 1, i)
+        return s + 1
+
+    def _renumber(self) -> None:
+        starts, pos = [], 0
+        segs = [s for s in self._segs if _seg_len(s) or s is self._segs[-1]]
+        for seg in segs:
+            starts.append(pos)
+            if isinstance(seg, list):
+                for k, ins in enumerate(seg):
+                    if ins.index != pos + k:
+                        seg[k] = ins._replace(index=pos + k)
+            pos += _seg_len(seg)
+        if not isinstance(segs[-1], list):
+            segs.append([])
+            starts.append(pos)
+        self._segs, self._starts, self._n = segs, starts, pos
+        self._tail = segs[-1]
+
+    def insert_block(self, pos: int, block: LoopBlock) -> None:
+        """Insert ``block`` before index ``pos`` (later records are renumbered)."""
+        s = self._cut(pos)
+        self._segs.insert(s, block)
+        self._starts.insert(s, pos)
+        self._renumber()
+
+    def move_to_end(self, lo: int, hi: int) -> None:
+        """Move records ``[lo, hi)`` after everything recorded since (restores program order when
+        a loop's last iteration ran before its middle ones)."""
+        a = self._cut(lo)
+        b = self._cut(hi)
+        moved = self._segs[a:b]
+        del self._segs[a:b]
+        del self._starts[a:b]
+        self._segs.extend(moved)
+        self._starts.extend([0] * len(moved))
+        self._renumber()
+
+
+def _seg_len(seg) -> int:
+    return len(seg) if isinstance(seg, list) else seg.n
+
+
 @dataclass
 class Trace:
     """The ordered instructions of one kernel run, per logical core."""
     target: str
-    instructions: List[Instruction] = field(default_factory=list)
+    instructions: InstructionList = field(default_factory=InstructionList)
     meta: Dict[str, Any] = field(default_factory=dict)
     _regions: Dict[tuple, Region] = field(default_factory=dict, repr=False)
+    # index remappings made while the kernel ran (fastforward.py), oldest first: lists of
+    # (lo, hi, delta) windows, so an index held since before a remapping can be resolved
+    _remaps: List[List[Tuple[int, int, int]]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.instructions, InstructionList):
+            self.instructions = InstructionList(self.instructions)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -112,6 +329,19 @@ class Trace:
         """Replace fields of instruction ``i`` (used when a result is written straight into its
         destination, e.g. ``x[...] = nisa.activation(...)``)."""
         self.instructions[i] = self.instructions[i]._replace(**changes)
+
+    def resolve(self, i: int, since: int = 0) -> int:
+        """The current index of the instruction that had index ``i`` when remapping ``since``
+        had not happened yet (``i`` held by a tile across a fast-forwarded loop)."""
+        for windows in self._remaps[since:]:
+            for lo, hi, d in windows:
+                if lo <= i < hi:
+                    i += d
+                    break
+        return i
+
+    def remap_epoch(self) -> int:
+        return len(self._remaps)
 
     def by_engine(self) -> Dict[str, List[Instruction]]:
         out: Dict[str, List[Instruction]] = {}

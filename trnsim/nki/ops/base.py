@@ -103,7 +103,7 @@ def produced_at(ctx: KernelContext, t: NkiTensor) -> Optional[int]:
     """Where a result tile's live range starts: just after the instruction that produced it (its
     inputs may die at that instruction and lend it their space, as a compiler's allocator does)."""
     f = t._fresh
-    return f[1] + 1 if f is not None and f[0] is ctx else None
+    return ctx.trace.resolve(f[1]) + 1 if f is not None and f[0] is ctx else None
 
 
 def implicit_copy(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> NkiTensor:
@@ -112,7 +112,7 @@ def implicit_copy(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> NkiTe
     src = tile(ctx, t, role, op, "vector")
     cp = tensor_copy(None, src, opcode="tensor_copy")
     if cp._fresh is not None:
-        i = cp._fresh[1]
+        i = ctx.trace.resolve(cp._fresh[1])
         ctx.trace.patch(i, attrs=ctx.trace.instructions[i].attrs + (("implicit", True),))
     return cp
 

@@ -122,7 +122,7 @@ def store(dst, value, *, mask=None):
     if v._st.memory == "psum":
         from .elementwise import tensor_copy
         v = tensor_copy(None, base.tile(ctx, v, "value", "nl.store", "vector"))
-        ctx.trace.patch(v._fresh[1], attrs=(("implicit", True),))
+        ctx.trace.patch(ctx.trace.resolve(v._fresh[1]), attrs=(("implicit", True),))
     return copy(d, v, mask=mask, opcode="dma_copy", what="nl.store")
 
 

@@ -282,8 +282,9 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
         r._reduce_op = name
         f = r._fresh
         if f is not None:
-            ins = ctx.trace.instructions[f[1]]
-            ctx.trace.patch(f[1], opcode="tensor_tensor",
+            i = ctx.trace.resolve(f[1])
+            ins = ctx.trace.instructions[i]
+            ctx.trace.patch(i, opcode="tensor_tensor",
                             attrs=ins.attrs + (("op", name), ("loop_reduce", True)))
     return r
 

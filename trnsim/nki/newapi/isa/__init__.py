@@ -232,10 +232,15 @@ def memset(dst, value, engine=engine.unknown, name=None, **kw):
     if _dt.is_packed(d.dtype) and value != 0:
         raise NkiValidationError(f"memset of x4-packed {_dt.name(d.dtype)} supports only value=0",
                                  rule="memset-packed-value", limit=0, value=value)
-    if _dt.is_int(d.dtype) and not isinstance(value, (int, np.integer)):
+    if _dt.is_int(d.dtype) and not isinstance(value, (int, np.integer)) and \
+            not (np.isfinite(value) and float(value).is_integer()):
+        # nki-library memsets integer tiles with 0.0; a fractional or non-finite value has no
+        # integer meaning
         raise NkiValidationError(f"memset of integer dst '{d.name}' ({_dt.name(d.dtype)}) needs an "
                                  f"integer value, got {value!r}", rule="memset-value-dtype",
-                                 limit="int literal", value=repr(value))
+                                 limit="an integer", value=repr(value))
+    if _dt.is_int(d.dtype):
+        value = int(value)
     return _handle(_ew.memset_new(_current(), None, value, None, engine=eng, dst=d))
 
 

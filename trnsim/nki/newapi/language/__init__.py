@@ -24,7 +24,9 @@ from ...common import program_ndim as _program_ndim
 from ...common import tile_size  # noqa: F401  (the same object as the legacy nl.tile_size)
 from ...core import alloc as _alloc
 from ...core.alloc import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
+from ...core import fastforward as _fastforward
 from ...core.context import current as _current
+from ...core.context import maybe_current as _maybe_current
 from ...core.index import DynSlice as _DynSlice
 from ...core.tensor import NkiTensor
 from ...ops import activation as _act, dma as _dma, elementwise as _ew, gpsimd as _gp
@@ -444,8 +446,13 @@ def _static_args(start, stop, step):
 
 
 def range(start, stop=None, step=1):  # noqa: A001
-    """Unrolled loop (Python's range)."""
-    return builtins.range(*_static_args(start, stop, step))
+    """Unrolled loop (Python's range).  Timing-only runs with TRNSIM_FAST_FORWARD=all synthesize
+    regular iterations instead of unrolling them (core/fastforward.py)."""
+    r = builtins.range(*_static_args(start, stop, step))
+    ctx = _maybe_current()
+    if ctx is not None and ctx.options.fast_forward == "all" and _fastforward.enabled(ctx):
+        return common._loop(r, False, True)
+    return r
 
 
 affine_range = range

@@ -1,0 +1,197 @@
+"""Loop fast-forward for timing-only runs: trace a few iterations of a loop, synthesize the rest.
+
+Legacy NKI traces the body of an ``affine_range`` / ``sequential_range`` loop once: the body's
+Python runs once and the compiler repeats the instructions with addresses that move with the loop
+index.  In timing-only mode (no values to compute) trnsim does the same where it can prove the
+body is regular: it runs iterations 0, 1 and 2, and if they issue the same instructions (same
+engines, opcodes, shapes, dtypes, attributes and source lines) with every region's partition and
+byte offsets moving by a constant step, and every tile allocated in the body allocated the same way,
+it runs the last iteration for real (edge tiles, masks and out-of-bounds checks happen there) and
+synthesizes iterations 3 .. n-2 as a ``LoopBlock``.  If the last iteration is not the one the
+step predicts, the middle iterations run for real as well (and the trace is put back in program
+order).  Errors raised by affine accesses are found at the end points, since an affine bound
+is extreme at the first or last iteration.
+
+Set ``TRNSIM_FAST_FORWARD=0`` to run every iteration; ``=all`` also fast-forwards the new ``nki``
+API's loops, which are Python unrolls (a body whose Python side effects matter, e.g. appending tiles
+to a list used after the loop, must not be fast-forwarded).
+"""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+from . import storage as _storage
+from .trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
+
+# iterations run for real before the rest is synthesized (0, 1, 2) plus the last one
+_PROBE = 3
+_MIN_ITERATIONS = _PROBE + 2
+
+
+class _Snap:
+    __slots__ = ("pos", "sid", "synth", "hbm")
+
+    def __init__(self, ctx):
+        self.pos = len(ctx.trace.instructions)
+        self.sid = next(_storage._ids)  # consuming one id is harmless; later ids are larger
+        self.synth = peek_synthetic_id()
+        self.hbm = ctx.hbm_used
+
+    def is_local(self, tensor: int) -> bool:
+        """Was this tensor allocated after the snapshot (inside the iteration)?"""
+        if tensor > 0:
+            return tensor > self.sid
+        return -tensor >= self.synth
+
+
+def enabled(ctx) -> bool:
+    return ctx is not None and not ctx.numerics and ctx.options.fast_forward != "off"
+
+
+def loop(ctx, r: range, on_iteration) -> Iterator[int]:
+    """Iterate ``r`` for the kernel running in ``ctx``, fast-forwarding when the body is regular.
+    ``on_iteration(k)`` is told the position of each iteration that runs."""
+    n = len(r)
+    if n < _MIN_ITERATIONS:
+        for k in range(n):
+            on_iteration(k)
+            yield r[k]
+        return
+    snaps: List[_Snap] = []
+    born: list = []   # weakrefs of the storages iteration 0 allocates
+    for k in range(_PROBE):
+        snaps.append(_Snap(ctx))
+        on_iteration(k)
+        if k == 0:
+            ctx.ff_watch.append(born)
+        try:
+            yield r[k]
+        finally:
+            if k == 0:
+                w = ctx.ff_watch
+                del w[next(j for j in range(len(w) - 1, -1, -1) if w[j] is born)]
+    end = _Snap(ctx)
+    # a tile of iteration 0 still alive two iterations later escaped into Python state (e.g. a
+    # list of tiles used after the loop): the iterations are not interchangeable
+    plan = None if any(ref() is not None for ref in born) else _plan(ctx, snaps, end)
+    if plan is None:
+        for k in range(_PROBE, n):
+            on_iteration(k)
+            yield r[k]
+        return
+    template, deltas, nlocal = plan
+    last = _Snap(ctx)
+    on_iteration(n - 1)
+    yield r[n - 1]
+    ins_list: InstructionList = ctx.trace.instructions
+    seg_last = ins_list[last.pos:len(ins_list)]
+    if ctx.hbm_used == last.hbm and _predicts(template, deltas, n - 1, seg_last, last):
+        block = LoopBlock(template, _PROBE, n - 1 - _PROBE, deltas, nlocal)
+        ins_list.insert_block(last.pos, block)
+        _remap(ctx, [(last.pos, last.pos + len(seg_last), block.n)])
+        return
+    # the last iteration differs from the prediction: run the middle ones for real too
+    mid = len(ins_list)
+    for k in range(_PROBE, n - 1):
+        on_iteration(k)
+        yield r[k]
+    end_pos = len(ins_list)
+    if end_pos > mid:
+        ins_list.move_to_end(last.pos, mid)
+        _remap(ctx, [(last.pos, mid, end_pos - mid), (mid, end_pos, -(mid - last.pos))])
+
+
+def _remap(ctx, windows: List[Tuple[int, int, int]]) -> None:
+    """Record an index remapping and apply it to the liveness intervals held by index."""
+    ctx.trace._remaps.append(windows)
+
+    def f(i: int) -> int:
+        for lo, hi, d in windows:
+            if lo <= i < hi:
+                return i + d
+        return i
+
+    for acc in (ctx.sbuf, ctx.psum):
+        for iv in acc.intervals.values():
+            iv[0] = f(iv[0])
+            iv[1] = f(iv[1])
+
+
+_SAME_FIELDS = slice(5, 12)   # partitions, free, dtype_in, dtype_out, attrs, source, core
+
+
+def _same_shape(a: Instruction, b: Instruction) -> bool:
+    try:
+        return a.engine == b.engine and a.opcode == b.opcode and \
+            a[_SAME_FIELDS] == b[_SAME_FIELDS] and len(a.reads) == len(b.reads) and \
+            len(a.writes) == len(b.writes)
+    except (ValueError, TypeError):  # attrs holding arrays: not comparable, so not regular
+        return False
+
+
+def _plan(ctx, snaps: Sequence[_Snap], end: _Snap):
+    """Template, per-region deltas and local-tile count if iterations 0..2 are regular."""
+    if any(s.hbm != end.hbm for s in snaps):
+        return None  # the body allocates HBM: not synthesized (capacity accounting)
+    bounds = [s.pos for s in snaps] + [end.pos]
+    ins_list = ctx.trace.instructions
+    L = bounds[1] - bounds[0]
+    if L == 0 or bounds[2] - bounds[1] != L or bounds[3] - bounds[2] != L:
+        return None
+    segs = [ins_list[bounds[i]:bounds[i + 1]] for i in range(3)]
+    ranks = [{}, {}, {}]
+    deltas = []
+    for a, b, c in zip(*segs):
+        if not (_same_shape(a, b) and _same_shape(b, c)):
+            return None
+        d = []
+        for x, y, z in zip(a.reads + a.writes, b.reads + b.writes, c.reads + c.writes):
+            if not (x.memory == y.memory == z.memory and x.partitions == y.partitions == z.partitions
+                    and x.elements == y.elements == z.elements and x.dtype == y.dtype == z.dtype
+                    and x.contiguous == y.contiguous == z.contiguous
+                    and x.indirect == y.indirect == z.indirect):
+                return None
+            dp, ds, de = y.partition - x.partition, y.start - x.start, y.stop - x.stop
+            if z.partition - y.partition != dp or z.start - y.start != ds or z.stop - y.stop != de:
+                return None
+            rank = _rank((x.tensor, y.tensor, z.tensor), snaps, ranks)
+            if rank is None:
+                return None
+            d.append((dp, ds, de, rank))
+        deltas.append(tuple(d))
+    return segs[0], deltas, len(ranks[0])
+
+
+def _rank(tensors, snaps, ranks) -> Optional[int]:
+    """-1 for a tensor every iteration shares; the order of first use for one each iteration
+    allocates anew (the same in every iteration); None if neither."""
+    local = [s.is_local(t) for s, t in zip(snaps, tensors)]
+    if not any(local):
+        return -1 if tensors[0] == tensors[1] == tensors[2] else None
+    if not all(local):
+        return None  # e.g. a tile carried from one iteration into the next
+    got = [rk.setdefault(t, len(rk)) for rk, t in zip(ranks, tensors)]
+    return got[0] if got[0] == got[1] == got[2] else None
+
+
+def _predicts(template, deltas, k: int, seg: Sequence[Instruction], snap: _Snap) -> bool:
+    """Is ``seg`` (iteration ``k``, recorded) what the template and deltas predict?"""
+    if len(seg) != len(template):
+        return False
+    ranks: dict = {}
+    for a, b, d in zip(template, seg, deltas):
+        if not _same_shape(a, b):
+            return False
+        for x, y, (dp, ds, de, rank) in zip(a.reads + a.writes, b.reads + b.writes, d):
+            if not (x.memory == y.memory and x.partitions == y.partitions
+                    and x.elements == y.elements and x.dtype == y.dtype
+                    and x.contiguous == y.contiguous and x.indirect == y.indirect
+                    and y.partition == x.partition + k * dp and y.start == x.start + k * ds
+                    and y.stop == x.stop + k * de):
+                return False
+            if rank < 0:
+                if y.tensor != x.tensor:
+                    return False
+            elif not snap.is_local(y.tensor) or ranks.setdefault(y.tensor, len(ranks)) != rank:
+                return False
+    return True

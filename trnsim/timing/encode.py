@@ -1,0 +1,188 @@
+"""Flatten a Trace into numpy arrays for the native dependency analysis and scheduler.
+
+One pass over ``trace.instructions`` (which may be a lazy sequence) records per instruction only
+its *shape* id and the geometry of its regions.  A shape is everything the cost model reads:
+engine, opcode, work shape, dtypes, attributes, and per region its memory, partition count, element
+count, dtype, contiguous run and indirect flag; addresses and tensor ids are left out.  Costs are
+then computed once per shape (``cost_table``), so a trace of a million instructions with a few dozen
+shapes calls the CostModel a few dozen times.
+
+``encode`` uses the C encoder when the extension is built and the trace holds NamedTuple records;
+``encode_py`` is the same encoding in plain Python (the reference the tests compare against).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+from ..nki.core.trace import Instruction, Region, Trace
+from .costs import CostModel
+from .timeline import ENGINE_CODE, ENGINE_ORDER
+
+# CostModel fields read per region (costs.py); the rest (tensor, name, partition, start, stop) is
+# address, which is why it is left out of the shape key
+_SHAPE_FIELDS = ("memory", "partitions", "elements", "dtype", "contiguous", "indirect")
+_INS_FIELDS = ("engine", "opcode", "reads", "writes", "partitions", "free", "dtype_in", "dtype_out",
+               "attrs")
+_REGION_FIELDS = ("memory", "tensor", "partition", "partitions", "start", "stop", "elements", "dtype",
+                  "contiguous", "indirect")
+INS_FIELD_INDEX = tuple(Instruction._fields.index(f) for f in _INS_FIELDS)
+REGION_FIELD_INDEX = tuple(Region._fields.index(f) for f in _REGION_FIELDS)
+
+# kinds of shape the scheduler distinguishes
+KIND_COMPUTE, KIND_TENSOR, KIND_DMA = 0, 1, 2
+PORT_SBUF, PORT_PSUM = 1, 2
+
+
+@dataclass
+class EncodedTrace:
+    """A trace as arrays: per instruction its shape, per region access (reads then writes, in
+    instruction order) the allocation and rectangle."""
+    n: int
+    shape: np.ndarray          # int32[n]
+    reg_mem: np.ndarray        # uint8[R]: index into ``memories``
+    reg_geo: np.ndarray        # int64[R, 5]: tensor, first partition, partitions, start, stop
+    reps: List[Instruction]    # one instruction of each shape
+    engines: List[str]         # engine names by code (ENGINE_ORDER first)
+    memories: List[str]        # memory names by code
+
+    @property
+    def shape_engine(self) -> np.ndarray:
+        return np.array([self.engines.index(r.engine) for r in self.reps], dtype=np.uint8)
+
+    @property
+    def shape_nreads(self) -> np.ndarray:
+        return np.array([len(r.reads) for r in self.reps], dtype=np.int32)
+
+    @property
+    def shape_nregs(self) -> np.ndarray:
+        return np.array([len(r.reads) + len(r.writes) for r in self.reps], dtype=np.int32)
+
+
+def encode(trace: Trace) -> EncodedTrace:
+    """Encode ``trace`` (C encoder when available, else ``encode_py``)."""
+    from . import native
+    mod = native.module()
+    if mod is not None:
+        try:
+            out = mod.encode(trace.instructions, INS_FIELD_INDEX, REGION_FIELD_INDEX,
+                             list(ENGINE_ORDER), [])
+        except native.NotTuples:
+            pass  # records that are not NamedTuples: the attribute-based encoder below
+        else:
+            n, shape, mem, rgeo, reps, engines, memories = out
+            return EncodedTrace(n, np.frombuffer(shape, dtype=np.int32),
+                                np.frombuffer(mem, dtype=np.uint8),
+                                np.frombuffer(rgeo, dtype=np.int64).reshape(-1, 5), reps, engines,
+                                memories)
+    return encode_py(trace)
+
+
+def encode_py(trace: Trace) -> EncodedTrace:
+    """The encoding in plain Python (reference for the C encoder; handles any record type)."""
+    shapes: dict = {}
+    reps: List[Instruction] = []
+    engines = list(ENGINE_ORDER)
+    memories: List[str] = []
+    mem_code: dict = {}
+    shape_ids: List[int] = []
+    shape_mems: List[bytes] = []
+    mem = bytearray()
+    geo: List[int] = []
+    for ins in trace.instructions:
+        regs = tuple(ins.reads) + tuple(ins.writes)
+        key = (ins.engine, ins.opcode, ins.partitions, ins.free, ins.dtype_in, ins.dtype_out,
+               ins.attrs, len(ins.reads), len(ins.writes),
+               tuple((r.memory, r.partitions, r.elements, r.dtype, r.contiguous, r.indirect)
+                     for r in regs))
+        try:
+            s = shapes.get(key)
+        except TypeError:  # unhashable attribute values: a shape of its own, not memoized
+            s, key = None, None
+        if s is None:
+            s = len(reps)
+            if key is not None:
+                shapes[key] = s
+            reps.append(ins)
+            if ins.engine not in engines:
+                engines.append(ins.engine)
+            codes = bytearray()
+            for r in regs:
+                if r.memory not in mem_code:
+                    mem_code[r.memory] = len(memories)
+                    memories.append(r.memory)
+                codes.append(mem_code[r.memory])
+            shape_mems.append(bytes(codes))
+        shape_ids.append(s)
+        mem += shape_mems[s]
+        for r in regs:
+            geo += (int(r.tensor), int(r.partition), int(r.partitions), int(r.start), int(r.stop))
+    return EncodedTrace(len(shape_ids), np.array(shape_ids, dtype=np.int32),
+                        np.frombuffer(bytes(mem), dtype=np.uint8),
+                        np.array(geo, dtype=np.int64).reshape(-1, 5), reps, engines, memories)
+
+
+@dataclass
+class CostTable:
+    """Per shape: what the scheduler needs from the CostModel (one row per shape)."""
+    kind: np.ndarray        # uint8: KIND_COMPUTE / KIND_TENSOR / KIND_DMA
+    engine: np.ndarray      # uint8 engine code
+    nreads: np.ndarray      # int32
+    nregs: np.ndarray       # int32
+    occ: np.ndarray         # float64: occupancy (Tensor: stationary changed)
+    occ_same: np.ndarray    # float64: Tensor occupancy with the stationary tile kept
+    lat: np.ndarray         # float64
+    flops: np.ndarray       # float64
+    bf16eq: np.ndarray      # float64
+    dma_bytes: np.ndarray   # int64
+    hbm_bytes: np.ndarray   # int64
+    dma_engines: np.ndarray  # int32: DMA queues the transfer spreads over
+    dur: np.ndarray         # float64: DMA transfer time
+    fixed: np.ndarray       # float64: DMA fixed latency
+    ports: np.ndarray       # uint8: PORT_SBUF | PORT_PSUM (v2 shared ports it contends for)
+
+
+def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
+    """Call the CostModel once per shape (twice for matmuls: stationary changed or kept)."""
+    S = len(enc.reps)
+    f = lambda: np.zeros(S, dtype=np.float64)  # noqa: E731
+    kind = np.zeros(S, np.uint8)
+    occ, occ_same, lat, flops, bf16eq, dur, fixed = f(), f(), f(), f(), f(), f(), f()
+    dma_bytes = np.zeros(S, np.int64)
+    hbm_bytes = np.zeros(S, np.int64)
+    dma_engines = np.zeros(S, np.int32)
+    ports = np.zeros(S, np.uint8)
+    pt = model.t.ports
+    for s, ins in enumerate(enc.reps):
+        eng = ins.engine
+        if eng not in ENGINE_CODE:
+            raise KeyError(eng)  # as the reference scheduler: no such engine on the core
+        if eng == "dma":
+            c = model.dma(ins)
+            kind[s] = KIND_DMA
+            dma_bytes[s] = c.bytes
+            hbm_bytes[s] = c.hbm_bytes
+            dma_engines[s] = c.engines
+            dur[s] = c.bytes / c.rate_bytes_per_ns if c.rate_bytes_per_ns > 0 else 0.0
+            fixed[s] = c.fixed_ns
+            continue
+        if eng == "tensor":
+            kind[s] = KIND_TENSOR
+            ch = model.matmul(ins, True)
+            same = model.matmul(ins, False)
+            occ[s], occ_same[s], lat[s] = ch.occupancy_ns, same.occupancy_ns, ch.latency_ns
+            flops[s], bf16eq[s] = ch.flops, ch.pe_bf16_equiv
+            continue
+        c = model.compute(ins)
+        occ[s], lat[s] = c.occupancy_ns, c.latency_ns
+        regs = tuple(ins.reads) + tuple(ins.writes)
+        if pt.vector_gpsimd_share_sbuf and eng in ("vector", "gpsimd") and \
+                any(r.memory == "sbuf" for r in regs):
+            ports[s] |= PORT_SBUF
+        if pt.vector_scalar_share_psum and eng in ("vector", "scalar") and \
+                any(r.memory == "psum" for r in regs):
+            ports[s] |= PORT_PSUM
+    return CostTable(kind, enc.shape_engine, enc.shape_nreads, enc.shape_nregs, occ, occ_same, lat,
+                     flops, bf16eq, dma_bytes, hbm_bytes, dma_engines, dur, fixed, ports)

@@ -1,0 +1,106 @@
+"""The C implementation of dependency analysis and list scheduling (``_native.c``), when built.
+
+``pip install -e .`` compiles it as an optional extension; without a compiler the package still
+works through the pure-Python reference (deps.py, scheduler.py), which this code must match
+exactly.  ``TRNSIM_NATIVE=0`` forces the Python path (checked on every call, so tests can flip it).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..nki.core.trace import Trace
+from .costs import CostModel
+from .deps import BUCKET_HBM, BUCKET_ONCHIP
+from .encode import EncodedTrace, cost_table, encode
+from .scheduler import GAP_WINDOW
+from .timeline import ENGINE_CODE, DepGraph, DmaParts, Timeline
+
+try:
+    from . import _native as _mod
+except ImportError:  # not built (no compiler at install time)
+    _mod = None
+
+
+class NotTuples(TypeError):
+    """The trace's records are not NamedTuples; the C encoder cannot read them."""
+
+
+if _mod is not None:
+    _mod.set_not_tuples(NotTuples)
+
+
+def module():
+    """The extension module, or None when it is not built or TRNSIM_NATIVE=0."""
+    if _mod is None or os.environ.get("TRNSIM_NATIVE", "").strip().lower() in ("0", "false", "off",
+                                                                               "no"):
+        return None
+    return _mod
+
+
+def available() -> bool:
+    return module() is not None
+
+
+def resolve(backend: str) -> bool:
+    """True when ``backend`` ('auto' | 'native' | 'python') selects the native code."""
+    if backend == "python":
+        return False
+    if backend == "auto":
+        return available()
+    if backend == "native":
+        if not available():
+            raise RuntimeError("trnsim.timing._native is not available (not built, or "
+                               "TRNSIM_NATIVE=0); use backend='python'")
+        return True
+    raise ValueError(f"unknown backend {backend!r}: expected 'auto', 'native' or 'python'")
+
+
+def dependencies_encoded(enc: EncodedTrace) -> DepGraph:
+    """Dependencies of an encoded trace (same rule as deps.dependencies)."""
+    is_hbm = bytes(1 if m == "hbm" else 0 for m in enc.memories)
+    indptr, indices = _mod.dependencies(
+        enc.n, enc.shape, enc.shape_nregs, enc.shape_nreads, enc.shape_engine, enc.reg_mem,
+        enc.reg_geo, is_hbm, BUCKET_ONCHIP, BUCKET_HBM, ENGINE_CODE["dma"])
+    return DepGraph(np.frombuffer(indptr, dtype=np.int64), np.frombuffer(indices, dtype=np.int32))
+
+
+def dependencies(trace: Trace) -> DepGraph:
+    return dependencies_encoded(encode(trace))
+
+
+def schedule_encoded(enc: EncodedTrace, model: CostModel, deps: Optional[Sequence] = None
+                     ) -> Timeline:
+    """List-schedule an encoded trace (same rules as scheduler.schedule)."""
+    tab = cost_table(enc, model)
+    graph = dependencies_encoded(enc) if deps is None else DepGraph.from_lists(deps)
+    if len(graph) != enc.n:
+        raise ValueError(f"dependency list has {len(graph)} entries for {enc.n} instructions")
+    n = enc.n
+    start = np.zeros(n)
+    end = np.zeros(n)
+    busy_end = np.zeros(n)
+    eng = np.zeros(n, dtype=np.uint8)
+    t = model.t
+    th = t.tensor
+    nq = model.dma_engines
+    res = _mod.schedule(
+        n, enc.shape, tab.kind, tab.engine, tab.nreads, tab.nregs, tab.occ, tab.occ_same, tab.lat,
+        tab.flops, tab.bf16eq, tab.dma_bytes, tab.hbm_bytes, tab.dma_engines, tab.dur, tab.fixed,
+        tab.ports, enc.reg_geo, graph.indptr,
+        graph.indices, start, end, busy_end, eng, len(ENGINE_CODE), nq, t.sync.cross_engine_ns,
+        th.throttle_start, th.throttle_ramp_ns, th.throttle_window_ns,
+        th.throttle_min_utilization, GAP_WINDOW)
+    (flops, bf16eq, hbm, dmab, throttled, g_ins, g_s, g_e, g_off, g_q, qbusy, qorder) = res
+    qdtype = np.uint8 if nq <= 256 else np.uint16
+    parts = DmaParts(np.frombuffer(g_ins, np.int32), np.frombuffer(g_s, np.float64),
+                     np.frombuffer(g_e, np.float64), np.frombuffer(g_off, np.int64),
+                     np.frombuffer(g_q, qdtype), np.frombuffer(qbusy, np.float64), qorder)
+    return Timeline(start, end, busy_end, eng, parts, flops, bf16eq, hbm, dmab, throttled,
+                    deps if deps is not None else graph)
+
+
+def schedule(trace: Trace, model: CostModel, deps: Optional[Sequence] = None) -> Timeline:
+    return schedule_encoded(encode(trace), model, deps)
