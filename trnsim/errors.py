@@ -116,5 +116,10 @@ class ConfigError(TrnsimError):
     rule = "config"
 
 
+class SbufSpillWarning(UserWarning):
+    """Automatically allocated SBUF tiles exceed the capacity at their peak: the new NKI compiler
+    spills to HBM rather than failing; trnsim reports the excess and does not time the spills."""
+
+
 class UninitializedReadWarning(UserWarning):
     """Values derived from never-written SBUF/PSUM reached an output (error under TRNSIM_STRICT=1)."""

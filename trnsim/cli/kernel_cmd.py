@@ -200,6 +200,9 @@ def run(args) -> int:
             ("HFU (hardware FLOPs utilization)", f"{100 * s['hfu']:.2f} %"),
             ("HBM bytes", f"{s['hbm_bytes']:,}"), ("HBM bandwidth", f"{s['hbm_gbps']:.1f} GB/s"),
             ("PE throttled", f"{s['pe_throttled_us']} us"),
+            ("SBUF peak per partition", f"{s['sbuf_peak_bytes_per_partition'] / 1024:.1f} KiB"
+             + (f" (spills {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB, not timed)"
+                if s["sbuf_spill_bytes_per_partition"] else "")),
             ("trnsim wall time", f"{est.sim_seconds:.2f} s")]
     con = console()
     con.print(table(f"{s['kernel']} on {s['target']}", ["figure", "value"], rows))

@@ -121,6 +121,10 @@ class Estimate:
             "hbm_gbps": round(hbm / lat, 3),
             "dma_bytes": sum(c.timeline.dma_bytes for c in self.cores),
             "pe_throttled_us": round(sum(c.timeline.throttled_ns for c in self.cores) / 1e3, 3),
+            "sbuf_peak_bytes_per_partition": max(
+                (c.trace.meta.get("sbuf_peak_bytes_per_partition", 0) for c in self.cores), default=0),
+            "sbuf_spill_bytes_per_partition": max(
+                (c.trace.meta.get("sbuf_spill_bytes_per_partition", 0) for c in self.cores), default=0),
             "bottleneck": self.verdict(engines),
             "sim_seconds": round(self.sim_seconds, 3),
         }

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ...errors import (CapacityError, KernelError, ShapeError, UninitializedReadError,
-                       UninitializedReadWarning)
+from ...errors import (CapacityError, KernelError, SbufSpillWarning, ShapeError,
+                       UninitializedReadError, UninitializedReadWarning)
 from ...hardware import load_catalog
 from ...hardware.schema import ChipSpec, CoreSpec, OnChipMemory
 from ...options import Options
@@ -52,6 +52,7 @@ class Accountant:
         self.manual_end = 0
         self.manual_names: List[str] = []
         self.peak = 0
+        self.spill_excess = 0   # bytes per partition over capacity at the peak (spilled)
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         st.accountant = self
@@ -78,8 +79,9 @@ class Accountant:
     def release(self, st: Storage) -> None:
         st.accountant = None
 
-    def check(self) -> None:
-        """Raise if live automatically placed tensors plus manual reservations exceed capacity."""
+    def check(self, spill: bool = False) -> None:
+        """Raise if live automatically placed tensors plus manual reservations exceed capacity.
+        ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once."""
         events = []
         for sid, (first, last, nbytes, name, loc) in self.intervals.items():
             events.append((first, 1, nbytes, sid))
@@ -87,17 +89,29 @@ class Accountant:
         events.sort(key=lambda e: (e[0], e[1]))
         used = self.manual_end
         live = set()
+        worst = None
         for pos, kind, nbytes, sid in events:
             if kind:
                 used += nbytes
                 live.add(sid)
                 if used > self.peak:
                     self.peak = used
-                if used > self.capacity:
+                    if used > self.capacity:
+                        worst = (sid, used, set(live))
+                if used > self.capacity and not spill:
                     self._overflow(sid, used, live)
             else:
                 used -= nbytes
                 live.discard(sid)
+        if worst is not None:
+            try:
+                self._overflow(*worst)
+            except CapacityError as e:
+                self.spill_excess = worst[1] - self.capacity
+                warnings.warn(SbufSpillWarning(
+                    f"{e} -- the NKI compiler spills the excess "
+                    f"({self.spill_excess} B per partition at the peak) to HBM; trnsim does not "
+                    f"time the spill traffic"), stacklevel=2)
 
     def _overflow(self, sid: int, used: int, live: set) -> None:
         first, last, nbytes, name, loc = self.intervals[sid]
@@ -292,8 +306,16 @@ class KernelContext:
 
     def check_capacity(self) -> None:
         """End of a kernel instance: peak SBUF/PSUM use under compiler-style liveness."""
-        self.sbuf.check()
+        self.sbuf.check(spill=self.api == "new")
         self.psum.check()
+        meta = self.trace.meta
+        meta["sbuf_peak_bytes_per_partition"] = max(meta.get("sbuf_peak_bytes_per_partition", 0),
+                                                    self.sbuf.peak)
+        meta["psum_peak_bytes_per_partition"] = max(meta.get("psum_peak_bytes_per_partition", 0),
+                                                    self.psum.peak)
+        if self.sbuf.spill_excess:
+            meta["sbuf_spill_bytes_per_partition"] = max(
+                meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
 
     # -- uninitialized values -----------------------------------------------------------------
     def note_uninit_read(self, t, what: str) -> None:

@@ -1,0 +1,62 @@
+"""SBUF overflow: the legacy API fails (tests/nki/broken/sbuf_overflow.py); the new API's compiler
+spills to HBM, so trnsim warns with the excess instead of failing."""
+import numpy as np
+import pytest
+
+from trnsim.errors import SbufSpillWarning
+from trnsim.nki import newapi as nki
+from trnsim.options import Options
+
+nl = nki.language
+nisa = nki.isa
+
+
+@nki.jit
+def four_big_tiles(x):
+    out = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(4):
+        t = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.sbuf)   # 64 KiB per partition
+        nisa.dma_copy(dst=t, src=x[i])
+        tiles.append(t)
+    acc = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=acc, data1=tiles[0], data2=tiles[1], op=nl.add)
+    nisa.tensor_tensor(dst=acc, data1=acc, data2=tiles[2], op=nl.add)
+    nisa.tensor_tensor(dst=acc, data1=acc, data2=tiles[3], op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_new_api_sbuf_overflow_warns_with_the_excess():
+    x = np.ones((4, 128, 16384), np.float32)
+    with pytest.warns(SbufSpillWarning) as rec:
+        r = four_big_tiles.run(x, options=Options(target="trn2", timing_only=True))
+    # five 64 KiB tiles live at the peak (the four inputs and acc): 320 KiB vs 224 KiB on trn2
+    peak = 5 * 16384 * 4
+    cap = 224 * 1024
+    msg = str(rec[0].message)
+    assert f"{peak} B per partition" in msg and f"{peak - cap} B per partition" in msg
+    assert r.traces[0].meta["sbuf_spill_bytes_per_partition"] == peak - cap
+    assert r.traces[0].meta["sbuf_peak_bytes_per_partition"] == peak
+
+
+def test_new_api_within_capacity_does_not_warn():
+    import warnings
+    x = np.ones((2, 128, 16384), np.float32)
+
+    @nki.jit
+    def two_tiles(x):
+        out = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x[0])
+        nisa.dma_copy(dst=b, src=x[1])
+        nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SbufSpillWarning)
+        r = two_tiles.run(x, options=Options(target="trn2", timing_only=True))
+    assert "sbuf_spill_bytes_per_partition" not in r.traces[0].meta
+    assert r.traces[0].meta["sbuf_peak_bytes_per_partition"] == 2 * 65536
