@@ -60,3 +60,31 @@ def test_new_api_within_capacity_does_not_warn():
         r = two_tiles.run(x, options=Options(target="trn2", timing_only=True))
     assert "sbuf_spill_bytes_per_partition" not in r.traces[0].meta
     assert r.traces[0].meta["sbuf_peak_bytes_per_partition"] == 2 * 65536
+
+
+def test_spill_stores_and_reloads_follow_the_fewest_reloads_rule():
+    """Hand-worked: four 64 KiB tiles t0..t3 loaded at 0..3, acc (64 KiB) made at 4 from t0+t1,
+    then acc+=t2 at 5, acc+=t3 at 6, stored at 7; trn2 has 224 KiB.  Loading t3 needs room: of
+    t0, t1 (next use 4) and t2 (next use 5) the farthest is t2 -> stored before instruction 3.
+    At 4 acc needs room: t3 (next use 6) is farthest -> stored before 4.  t0, t1 die after 4, so
+    t2 is reloaded before 5 and t3 before 6: 2 stores + 2 reloads of 64 KiB per partition."""
+    x = np.ones((4, 128, 16384), np.float32)
+    with pytest.warns(SbufSpillWarning):
+        r = four_big_tiles.run(x, options=Options(target="trn2", timing_only=True))
+    tr = r.traces[0]
+    kinds = [dict(ins.attrs).get("spill", ins.opcode) for ins in tr]
+    assert kinds == ["dma_copy", "dma_copy", "dma_copy", "store", "dma_copy", "store",
+                     "tensor_tensor", "load", "tensor_tensor", "load", "tensor_tensor", "dma_copy"]
+    assert [ins.index for ins in tr] == list(range(12))
+    t2 = tr[2].writes[0].tensor
+    t3 = tr[4].writes[0].tensor
+    assert tr[3].reads[0].tensor == t2 and tr[7].writes[0].tensor == t2
+    assert tr[5].reads[0].tensor == t3 and tr[9].writes[0].tensor == t3
+    assert tr.meta["sbuf_spill_traffic_bytes"] == 4 * 128 * 65536
+    # the reload of t2 precedes its use and the use depends on it
+    from trnsim.timing import estimate_run
+    from trnsim.timing.deps import dependencies
+    deps = dependencies(tr)
+    assert 7 in deps[8] and 9 in deps[10]
+    est = estimate_run(r)
+    assert est.summary()["hbm_bytes"] >= 4 * 128 * 65536 + 5 * 128 * 65536

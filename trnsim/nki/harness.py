@@ -18,6 +18,7 @@ from ..errors import KernelError, LaunchError, TrnsimError
 from ..options import Options
 from ..source import SourceLoc, describe, is_internal, strip_internal_frames, user_loc
 from .core import dtypes as dt
+from .core import fastforward
 from .core.context import KernelContext, maybe_current, running
 from .core.storage import Storage
 from .core.tensor import NkiTensor
@@ -266,7 +267,6 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (
     shared: dict = {}
     traces: List[Trace] = []
     ret = None
-    n_active = len(ACTIVE_TRACES)
     try:
         if lnc > 1:
             ret, traces = _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname)
@@ -285,9 +285,19 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (
                 _check_outputs_written(ctx, ret)
         outputs = _outputs(ret, inputs.any_torch)
         inputs.write_back()
+    except fastforward.Rerun:
+        # a fast-forwarded run needs what only a full run records (e.g. SBUF spill planning)
+        return launch(fn, args, kwargs, api=api, grid=grid, lnc=lnc,
+                      options=opts.replace(fast_forward="off"),
+                      writable_inputs=writable_inputs, kernel_name=kernel_name)
     except TrnsimError as e:
         _locate(e, fn)
         raise e.with_traceback(strip_internal_frames(e.__traceback__)) from None
+    finally:
+        for t in traces:  # no longer being recorded (and not kept alive by this list)
+            for j in range(len(ACTIVE_TRACES) - 1, -1, -1):
+                if ACTIVE_TRACES[j] is t:
+                    del ACTIVE_TRACES[j]
     res = RunResult(outputs=outputs, traces=traces, options=opts, grid=grid, lnc=lnc)
     _last.run = res
     return res

@@ -53,6 +53,9 @@ class Accountant:
         self.manual_names: List[str] = []
         self.peak = 0
         self.spill_excess = 0   # bytes per partition over capacity at the peak (spilled)
+        # storage id -> [(instruction, is_write)], kept where spills are modelled (spill.py)
+        self.accesses: Optional[Dict[int, list]] = None
+        self.parts: Dict[int, int] = {}
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         st.accountant = self
@@ -63,11 +66,14 @@ class Accountant:
                 rule=f"{self.memory}-capacity", limit=f"{self.capacity} B per partition",
                 value=f"{row_bytes} B per partition", where=describe(user_loc()))
         self.intervals[st.id] = [first, first, row_bytes, st.name, st.loc]
+        self.parts[st.id] = parts
 
-    def touch(self, sid: int, idx: int) -> None:
+    def touch(self, sid: int, idx: int, write: bool = False) -> None:
         iv = self.intervals.get(sid)
         if iv is not None:
             iv[1] = idx
+            if self.accesses is not None:
+                self.accesses.setdefault(sid, []).append((idx, write))
 
     def charge_manual(self, st: Storage, p0: int, parts: int, end: int) -> None:
         st.accountant = self
@@ -110,8 +116,8 @@ class Accountant:
                 self.spill_excess = worst[1] - self.capacity
                 warnings.warn(SbufSpillWarning(
                     f"{e} -- the NKI compiler spills the excess "
-                    f"({self.spill_excess} B per partition at the peak) to HBM; trnsim does not "
-                    f"time the spill traffic"), stacklevel=2)
+                    f"({self.spill_excess} B per partition at the peak) to HBM; trnsim adds "
+                    f"the spill stores and reloads (fewest possible) to the trace"), stacklevel=2)
 
     def _overflow(self, sid: int, used: int, live: set) -> None:
         first, last, nbytes, name, loc = self.intervals[sid]
@@ -188,6 +194,8 @@ class KernelContext:
         self.kernel_name = kernel_name
         self.sbuf = Accountant("sbuf", self.spec.sbuf)
         self.psum = Accountant("psum", self.spec.psum)
+        if api == "new":
+            self.sbuf.accesses = {}  # the compiler spills SBUF: keep what spill.py needs
         self.hbm_used = 0
         self._manual: Dict[str, ManualMemory] = {}
         self.uninit_origins: List[str] = []
@@ -272,9 +280,9 @@ class KernelContext:
         for r in writes:
             m = r.memory
             if m == "sbuf":
-                self.sbuf.touch(r.tensor, idx)
+                self.sbuf.touch(r.tensor, idx, True)
             elif m == "psum":
-                self.psum.touch(r.tensor, idx)
+                self.psum.touch(r.tensor, idx, True)
         return tr.append(ins)
 
     def _resolve_pending_zero(self, engine, reads, writes, loc) -> None:
@@ -300,9 +308,9 @@ class KernelContext:
         if self.pending_zero:
             self.pending_zero.pop(r.tensor, None)  # the retargeted write initializes it
         if r.memory == "sbuf":
-            self.sbuf.touch(r.tensor, idx)
+            self.sbuf.touch(r.tensor, idx, True)
         elif r.memory == "psum":
-            self.psum.touch(r.tensor, idx)
+            self.psum.touch(r.tensor, idx, True)
 
     def check_capacity(self) -> None:
         """End of a kernel instance: peak SBUF/PSUM use under compiler-style liveness."""
@@ -316,6 +324,25 @@ class KernelContext:
         if self.sbuf.spill_excess:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
+            self._insert_spills()
+
+    def _insert_spills(self) -> None:
+        from .spill import plan_spills, spill_instructions
+        acc = self.sbuf
+        ins_list = self.trace.instructions
+        if ins_list.blocks:
+            # synthesized iterations hold tiles the accountant never saw: trace them all
+            from .fastforward import Rerun
+            raise Rerun()
+        plan = plan_spills(acc.intervals, acc.accesses or {}, acc.capacity, acc.manual_end)
+        tiles = {sid: (iv[3], acc.parts.get(sid, 1), iv[2], iv[4]) for sid, iv in
+                 acc.intervals.items()}
+        moves = spill_instructions(plan, tiles, self.core_id)
+        ins_list.insert_many(moves)
+        meta = self.trace.meta
+        meta["sbuf_spill_dmas"] = meta.get("sbuf_spill_dmas", 0) + len(moves)
+        meta["sbuf_spill_traffic_bytes"] = meta.get("sbuf_spill_traffic_bytes", 0) + sum(
+            ins.reads[0].elements for _, ins in moves)
 
     # -- uninitialized values -----------------------------------------------------------------
     def note_uninit_read(self, t, what: str) -> None:

@@ -23,6 +23,11 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from . import storage as _storage
 from .trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
 
+class Rerun(Exception):
+    """Raised when a fast-forwarded run cannot give a complete answer; the launcher runs the
+    kernel again with every iteration traced."""
+
+
 # iterations run for real before the rest is synthesized (0, 1, 2) plus the last one
 _PROBE = 3
 _MIN_ITERATIONS = _PROBE + 2
@@ -115,6 +120,9 @@ def _remap(ctx, windows: List[Tuple[int, int, int]]) -> None:
         for iv in acc.intervals.values():
             iv[0] = f(iv[0])
             iv[1] = f(iv[1])
+        if acc.accesses:
+            for lst in acc.accesses.values():
+                lst[:] = [(f(p), w) for p, w in lst]
 
 
 _SAME_FIELDS = slice(5, 12)   # partitions, free, dtype_in, dtype_out, attrs, source, core

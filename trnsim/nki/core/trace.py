@@ -272,6 +272,27 @@ class InstructionList(Sequence):
         self._starts.insert(s, pos)
         self._renumber()
 
+    def insert_many(self, items: Sequence[Tuple[int, "Instruction"]]) -> None:
+        """Insert instructions, each before the record at its position (positions in the current
+        numbering, ascending); everything is renumbered.  Only for traces without blocks."""
+        if not items:
+            return
+        if self.blocks:
+            raise ValueError("cannot insert into a trace with synthesized loop iterations")
+        old = list(self)
+        out: list = []
+        j = 0
+        for pos, ins in items:
+            out.extend(old[j:pos])
+            j = max(j, pos)
+            out.append(ins)
+        out.extend(old[j:])
+        out = [ins if ins.index == k else ins._replace(index=k) for k, ins in enumerate(out)]
+        self._tail = out
+        self._segs = [out]
+        self._starts = [0]
+        self._n = len(out)
+
     def move_to_end(self, lo: int, hi: int) -> None:
         """Move records ``[lo, hi)`` after everything recorded since (restores program order when
         a loop's last iteration ran before its middle ones)."""
