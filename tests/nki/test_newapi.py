@@ -924,3 +924,26 @@ def test_collectives_are_named_as_unsupported():
     with pytest.raises(UnsupportedError, match="all_reduce") as ei:
         nki.collectives.all_reduce([], [], g, nl.add)
     assert ei.value.rule == "unsupported-api"
+
+
+def test_fmod_keeps_the_sign_of_the_dividend_and_mod_of_the_divisor():
+    nl, nisa = nki.language, nki.isa
+
+    @nki.jit
+    def k(x, y):
+        out = nl.ndarray((2,) + x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=b, src=y)
+        for i, op in enumerate((nl.fmod, nl.mod)):
+            c = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=c, data1=a, data2=b, op=op)
+            nisa.dma_copy(dst=out[i], src=c)
+        return out
+
+    x = np.tile(np.array([-7.5, 7.5, -3.0, 5.0], np.float32), (4, 1))
+    y = np.tile(np.array([2.0, -2.0, 2.5, -3.0], np.float32), (4, 1))
+    got = k(x, y)
+    np.testing.assert_array_equal(got[0], np.fmod(x, y))
+    np.testing.assert_array_equal(got[1], np.mod(x, y))
