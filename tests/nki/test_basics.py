@@ -106,7 +106,9 @@ def test_trace_records_engines_regions_and_source_lines():
     assert load.source.line == src_line
     (hbm,) = load.reads
     (sb,) = load.writes
-    assert hbm.memory == "hbm" and hbm.stop - hbm.start == 128 * 512 * 4
+    # HBM regions are rows x bytes within a row (a row is the tensor's last dimension)
+    assert hbm.memory == "hbm" and (hbm.partition, hbm.partitions) == (0, 128)
+    assert (hbm.start, hbm.stop) == (0, 512 * 4) and hbm.bytes == 128 * 512 * 4
     assert sb.memory == "sbuf" and sb.partitions == 128 and sb.stop - sb.start == 512 * 4
     # the activation reads exactly what the load wrote
     assert tr[1].reads[0].overlaps(sb)

@@ -145,6 +145,7 @@ class _Inputs:
         st.manual = False
         st.init = np.ones(1, np.uint8)
         st.mutable = writable
+        st.hbm_pitch = shape[-1] * sd.itemsize
         strides = []
         acc = sd.itemsize
         for s in reversed(shape):

@@ -59,13 +59,15 @@ def events(est: Estimate, details: bool = True) -> Iterator[Event]:
         nc = f"NC{c.core}"
         tl = c.timeline
         instrs = c.trace.instructions
+        start, busy_end = tl.start.tolist(), tl.busy_end.tolist()  # plain floats, fast indexing
         for i, ins in enumerate(instrs):
             if ins.engine == "dma":
                 continue
-            yield Event(f"{nc}:{TRACK_NAME.get(ins.engine, ins.engine)}", ins.opcode, tl.start[i],
-                        tl.busy_end[i] - tl.start[i], i, _src(ins),
-                        _detail(ins) if details else "")
+            yield Event(f"{nc}:{TRACK_NAME.get(ins.engine, ins.engine)}", ins.opcode, start[i],
+                        busy_end[i] - start[i], i, _src(ins), _detail(ins) if details else "")
+        last, ins, src, det = -1, None, "", ""
         for i, q, s, e in tl.dma_parts:
-            ins = instrs[i]
-            yield Event(f"{nc}:DMA:q{q}", ins.opcode, s, e - s, i, _src(ins),
-                        _detail(ins) if details else "")
+            if i != last:  # the parts of one transfer are adjacent: look it up once
+                last, ins = i, instrs[i]
+                src, det = _src(ins), _detail(ins) if details else ""
+            yield Event(f"{nc}:DMA:q{q}", ins.opcode, s, e - s, i, src, det)

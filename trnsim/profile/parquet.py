@@ -33,6 +33,7 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
         "queue_idx")}
     for c in est.cores:
         tl = c.timeline
+        start, end, busy_end = tl.start.tolist(), tl.end.tolist(), tl.busy_end.tolist()
         pcs: Dict[str, int] = {}
         for i, ins in enumerate(c.trace.instructions):
             nbytes = {}
@@ -42,9 +43,9 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
                     nbytes[k] = nbytes.get(k, 0) + r.elements * _width(r.dtype)
             pc = pcs.get(ins.engine, 0)
             pcs[ins.engine] = pc + 1
-            ins_cols["start_ts"].append(int(round(tl.start[i])))
-            ins_cols["end_ts"].append(int(round(tl.end[i])))
-            ins_cols["duration_ns"].append(int(round(tl.busy_end[i] - tl.start[i])))
+            ins_cols["start_ts"].append(int(round(start[i])))
+            ins_cols["end_ts"].append(int(round(end[i])))
+            ins_cols["duration_ns"].append(int(round(busy_end[i] - start[i])))
             ins_cols["engine"].append(ins.engine)
             ins_cols["timeline_track"].append(f"NC{c.core}:{ins.engine}")
             ins_cols["pcore_idx"].append(c.core)
@@ -67,9 +68,11 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
         parts_of: Dict[int, int] = {}
         for i, _, _, _ in tl.dma_parts:
             parts_of[i] = parts_of.get(i, 0) + 1
+        last, ins, share = -1, None, 0
         for i, q, s, e in tl.dma_parts:
-            ins = c.trace.instructions[i]
-            share = sum(r.elements * _width(r.dtype) for r in ins.writes) // parts_of[i]
+            if i != last:  # the parts of one transfer are adjacent: look it up once
+                last, ins = i, c.trace.instructions[i]
+                share = sum(r.elements * _width(r.dtype) for r in ins.writes) // parts_of[i]
             dma_cols["start_ts"].append(int(round(s)))
             dma_cols["end_ts"].append(int(round(e)))
             dma_cols["duration_ns"].append(int(round(e - s)))

@@ -5,15 +5,18 @@ Entries are bucketed by byte range so a trace with thousands of disjoint tiles i
 linear; reads by the same engine of the same rectangle collapse to the latest one (an engine
 completes in order); writes drop entries they fully cover (later accesses depend on the new write,
 which depends on them).
+
+``dependencies`` runs the C implementation (native.py) when it is built; ``dependencies_py`` below
+is the reference it must match.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from ..nki.core.trace import Region, Trace
 
-_BUCKET_ONCHIP = 2048      # bytes per bucket within a partition (one PSUM bank)
-_BUCKET_HBM = 1 << 16      # bytes per bucket along an HBM tensor
+BUCKET_ONCHIP = 2048      # bytes per bucket within a partition (one PSUM bank)
+BUCKET_HBM = 1 << 16      # bytes per bucket along an HBM tensor
 
 
 class _Tensor:
@@ -29,8 +32,19 @@ def _buckets(b0: int, b1: int, size: int):
     return range(b0 // size, (max(b1, b0 + 1) - 1) // size + 1)
 
 
-def dependencies(trace: Trace) -> List[Tuple[int, ...]]:
-    """For each instruction, the indices of the earlier instructions it must wait for."""
+def dependencies(trace: Trace, backend: str = "auto") -> Sequence[Tuple[int, ...]]:
+    """For each instruction, the indices of the earlier instructions it must wait for.
+
+    ``backend``: 'auto' (native when built), 'native' or 'python'.  The native result is a
+    ``DepGraph`` (CSR arrays, each entry sorted); the Python one a list of tuples."""
+    from . import native
+    if native.resolve(backend):
+        return native.dependencies(trace)
+    return dependencies_py(trace)
+
+
+def dependencies_py(trace: Trace) -> List[Tuple[int, ...]]:
+    """The reference implementation of ``dependencies`` (pure Python)."""
     tensors: Dict[tuple, _Tensor] = {}
     out: List[Tuple[int, ...]] = []
     append = out.append
@@ -76,7 +90,7 @@ def _add(tensors, reg: Region, i: int, eng: str, is_write: bool) -> None:
     key = (reg.memory, reg.tensor)
     tt = tensors.get(key)
     if tt is None:
-        tt = _Tensor(_BUCKET_HBM if reg.memory == "hbm" else _BUCKET_ONCHIP)
+        tt = _Tensor(BUCKET_HBM if reg.memory == "hbm" else BUCKET_ONCHIP)
         tensors[key] = tt
     p0, p1, b0, b1 = reg.partition, reg.partition + reg.partitions, reg.start, reg.stop
     entry = [p0, p1, b0, b1, i, True, eng]

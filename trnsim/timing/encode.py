@@ -7,13 +7,15 @@ count, dtype, contiguous run and indirect flag; addresses and tensor ids are lef
 then computed once per shape (``cost_table``), so a trace of a million instructions with a few dozen
 shapes calls the CostModel a few dozen times.
 
-``encode`` uses the C encoder when the extension is built and the trace holds NamedTuple records;
-``encode_py`` is the same encoding in plain Python (the reference the tests compare against).
+``encode`` uses the C encoder when the extension is built and the trace holds NamedTuple records
+(long synthesized loop blocks are expanded with numpy rather than materialized); ``encode_py`` is
+the same encoding in plain Python (the reference the tests compare against).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 
@@ -65,19 +67,115 @@ def encode(trace: Trace) -> EncodedTrace:
     """Encode ``trace`` (C encoder when available, else ``encode_py``)."""
     from . import native
     mod = native.module()
-    if mod is not None:
+    if mod is None:
+        return encode_py(trace)
+    try:
         try:
-            out = mod.encode(trace.instructions, INS_FIELD_INDEX, REGION_FIELD_INDEX,
-                             list(ENGINE_ORDER), [])
-        except native.NotTuples:
-            pass  # records that are not NamedTuples: the attribute-based encoder below
+            return _NativeEncoder(mod).run(_plan(trace.instructions))
+        except _BlockMismatch:  # a loop block this code cannot expand: read it record by record
+            return _NativeEncoder(mod).run([(False, trace.instructions)])
+    except native.NotTuples:  # records that are not NamedTuples: the attribute-based encoder
+        return encode_py(trace)
+
+
+# A synthesized loop block (trace.LoopBlock) at least this long is expanded with numpy from its
+# template and per-iteration deltas instead of being materialized record by record (which costs
+# microseconds per record); shorter ones are not worth the per-block overhead.
+_BLOCK_MIN = 256
+_BLOCK_ATTRS = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n", "materialize")
+
+
+class _BlockMismatch(Exception):
+    """A LoopBlock whose records differ from what the vectorized expansion assumes."""
+
+
+def _is_block(seg) -> bool:
+    return not isinstance(seg, list) and all(hasattr(seg, a) for a in _BLOCK_ATTRS) and \
+        seg.n >= _BLOCK_MIN and len(seg.template) * seg.count == seg.n
+
+
+def _plan(instrs):
+    """``(is_block, segment)`` in program order: long loop blocks, and iterables of records
+    between them.  A plain sequence is one iterable (read once, in order)."""
+    segments = getattr(instrs, "segments", None)
+    if segments is None:
+        return [(False, instrs)]
+    segs = list(segments())
+    if not any(_is_block(seg) for _, seg in segs):
+        return [(False, instrs)]
+    plan, run = [], []
+    for first, seg in segs:
+        if _is_block(seg):
+            if run:
+                plan.append((False, itertools.chain.from_iterable(run)))
+                run = []
+            plan.append((True, seg))
         else:
-            n, shape, mem, rgeo, reps, engines, memories = out
-            return EncodedTrace(n, np.frombuffer(shape, dtype=np.int32),
-                                np.frombuffer(mem, dtype=np.uint8),
-                                np.frombuffer(rgeo, dtype=np.int64).reshape(-1, 5), reps, engines,
-                                memories)
-    return encode_py(trace)
+            run.append(seg if isinstance(seg, list) else seg.materialize(first))
+    if run:
+        plan.append((False, itertools.chain.from_iterable(run)))
+    return plan
+
+
+class _NativeEncoder:
+    """Drives the C encoder over the parts of a trace, shapes numbered across all of them."""
+
+    def __init__(self, mod):
+        self.mod = mod
+        self.reps: List[Instruction] = []
+        self.engines = list(ENGINE_ORDER)
+        self.memories: List[str] = []
+        self.parts = []
+
+    def _encode(self, records):
+        n, shape, mem, geo = self.mod.encode(records, INS_FIELD_INDEX, REGION_FIELD_INDEX,
+                                             self.engines, self.memories, self.reps)
+        return (np.frombuffer(shape, dtype=np.int32), np.frombuffer(mem, dtype=np.uint8),
+                np.frombuffer(geo, dtype=np.int64).reshape(-1, 5))
+
+    def run(self, plan) -> EncodedTrace:
+        for is_block, seg in plan:
+            self.parts.append(self._block(seg) if is_block else self._encode(seg))
+        if len(self.parts) == 1:
+            shape, mem, geo = self.parts[0]
+        else:
+            shape, mem, geo = (np.concatenate([p[k] for p in self.parts]) for k in range(3))
+        return EncodedTrace(len(shape), shape, mem, geo.reshape(-1, 5), self.reps, self.engines,
+                            self.memories)
+
+    def _block(self, blk):
+        """Iteration c of the block is its template with every region moved by
+        (c + k0) x (partition, start, stop) deltas and block-local tiles renamed (LoopBlock._make)."""
+        shape, mem, geo = self._encode(list(blk.template))
+        d = np.array([x for per in blk.deltas for x in per], dtype=np.int64).reshape(-1, 4)
+        if len(d) != len(geo) or len(blk.deltas) != len(blk.template):
+            raise _BlockMismatch()
+        count = blk.count
+        k = (blk.k0 + np.arange(count, dtype=np.int64))[:, None]
+        out = np.empty((count,) + geo.shape, dtype=np.int64)
+        out[:] = geo
+        out[:, :, 1] += k * d[:, 0]
+        out[:, :, 3] += k * d[:, 1]
+        out[:, :, 4] += k * d[:, 2]
+        local = np.flatnonzero(d[:, 3] >= 0)
+        if len(local):
+            c = np.arange(count, dtype=np.int64)[:, None]
+            out[:, local, 0] = -(blk.synth_first + c * blk.nlocal + d[local, 3])
+        # the first and last records as the block materializes them must come out the same
+        for pos, rows in ((0, out[0, :_nregs(blk.template[0])]),
+                          (blk.n - 1, out[-1, len(geo) - _nregs(blk.template[-1]):])):
+            ins = next(iter(blk.materialize(0, pos, pos + 1)))
+            if [_geo(r) for r in tuple(ins.reads) + tuple(ins.writes)] != rows.tolist():
+                raise _BlockMismatch()
+        return np.tile(shape, count), np.tile(mem, count), out.reshape(-1, 5)
+
+
+def _nregs(ins) -> int:
+    return len(ins.reads) + len(ins.writes)
+
+
+def _geo(r) -> list:
+    return [int(r.tensor), int(r.partition), int(r.partitions), int(r.start), int(r.stop)]
 
 
 def encode_py(trace: Trace) -> EncodedTrace:

@@ -26,34 +26,14 @@ class CoreEstimate:
         return self.timeline.latency_ns
 
     def engine_busy_ns(self) -> Dict[str, float]:
-        tl = self.timeline
-        busy = {e: 0.0 for e in ENGINE_ORDER if e != "dma"}
-        for s, b, e in zip(tl.start, tl.busy_end, tl.engine):
-            if e != "dma":
-                busy[e] = busy.get(e, 0.0) + (b - s)
-        return busy
+        return self.timeline.engine_busy_ns()
 
     def queue_busy_ns(self) -> Dict[int, float]:
-        out: Dict[int, float] = {}
-        for _, q, s, e in self.timeline.dma_parts:
-            out[q] = out.get(q, 0.0) + (e - s)
-        return out
+        return self.timeline.dma_parts.queue_busy_ns()
 
     def dma_active_ns(self) -> float:
         """Time during which at least one DMA queue moves data (union of intervals)."""
-        iv = sorted((s, e) for _, _, s, e in self.timeline.dma_parts)
-        total = 0.0
-        cur_s = cur_e = None
-        for s, e in iv:
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    total += cur_e - cur_s
-                cur_s, cur_e = s, e
-            elif e > cur_e:
-                cur_e = e
-        if cur_e is not None:
-            total += cur_e - cur_s
-        return total
+        return self.timeline.dma_parts.active_ns()
 
 
 @dataclass

@@ -14,39 +14,24 @@ program order computes their schedule exactly.  A DMA engine serves its 16 queue
 [DMAOV], so a transfer that is not ready yet does not hold back later ready ones: each transfer
 takes the engine's earliest idle gap after it is ready (work-conserving; the HBM cap is applied per
 transfer).
+
+``schedule`` runs the C implementation (native.py) when it is built; ``schedule_py`` below is the
+reference it must match exactly.
 """
 from __future__ import annotations
 
 import bisect
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ..nki.core.trace import Trace
 from .costs import CostModel
-from .deps import dependencies
+from .deps import dependencies_py
+from .timeline import ENGINE_CODE, ENGINE_ORDER, DmaParts, Timeline
 
-ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
-
-
-@dataclass
-class Timeline:
-    """When every instruction ran (ns from kernel start) and where."""
-    start: List[float]
-    end: List[float]           # results available (occupancy + latency)
-    busy_end: List[float]      # engine released (start + occupancy)
-    engine: List[str]
-    dma_parts: List[Tuple[int, int, float, float]] = field(default_factory=list)  # (ins, queue, start, end)
-    flops: float = 0.0
-    pe_bf16_equiv: float = 0.0
-    hbm_bytes: int = 0
-    dma_bytes: int = 0
-    throttled_ns: float = 0.0
-    deps: Optional[List[Tuple[int, ...]]] = None
-
-    @property
-    def latency_ns(self) -> float:
-        return max(self.end, default=0.0)
+__all__ = ["ENGINE_ORDER", "GAP_WINDOW", "Timeline", "schedule", "schedule_py"]
 
 
 class _Throttle:
@@ -84,7 +69,7 @@ class _Throttle:
             self.busy_sum += e - s
 
 
-_GAP_WINDOW = 32
+GAP_WINDOW = 32
 
 
 class _EngineGaps:
@@ -107,10 +92,10 @@ class _EngineGaps:
                 en.append(s + dur)
             return s
         # first interval ending after ready; try the gaps from there on, looking back at most
-        # _GAP_WINDOW intervals (older gaps are long past or too small; keeps this O(1))
+        # GAP_WINDOW intervals (older gaps are long past or too small; keeps this O(1))
         j = bisect.bisect_right(en, ready)
-        if j < n - _GAP_WINDOW:
-            j = n - _GAP_WINDOW
+        if j < n - GAP_WINDOW:
+            j = n - GAP_WINDOW
             ready = max(ready, en[j - 1])
         s = ready
         while j < n:
@@ -142,11 +127,24 @@ class _EngineGaps:
         return s
 
 
-def schedule(trace: Trace, model: CostModel, deps: Optional[List[Tuple[int, ...]]] = None) -> Timeline:
-    ins_list = trace.instructions
-    n = len(ins_list)
+def schedule(trace: Trace, model: CostModel, deps: Optional[Sequence[Tuple[int, ...]]] = None,
+             backend: str = "auto") -> Timeline:
+    """When each instruction of ``trace`` runs on the core ``model`` describes.
+
+    ``deps`` (from ``dependencies``) is computed when not given.  ``backend``: 'auto' (native when
+    built), 'native' or 'python'; both give the same Timeline."""
+    from . import native
+    if native.resolve(backend):
+        return native.schedule(trace, model, deps)
+    return schedule_py(trace, model, deps)
+
+
+def schedule_py(trace: Trace, model: CostModel,
+                deps: Optional[Sequence[Tuple[int, ...]]] = None) -> Timeline:
+    """The reference list scheduler (pure Python)."""
+    n = len(trace.instructions)
     if deps is None:
-        deps = dependencies(trace)
+        deps = dependencies_py(trace)
     t = model.t
     start = [0.0] * n
     end = [0.0] * n
@@ -160,7 +158,14 @@ def schedule(trace: Trace, model: CostModel, deps: Optional[List[Tuple[int, ...]
     hist = [first_hist] * nq
     members = {id(first_hist): set(range(nq))}
     qnext = 0
-    parts: List[Tuple[int, int, float, float]] = []
+    # DMA placements, grouped as DmaParts stores them: per group (ins, start, end) + its queues
+    g_ins: List[int] = []
+    g_start: List[float] = []
+    g_end: List[float] = []
+    g_off: List[int] = [0]
+    g_queue: List[int] = []
+    qbusy = [0.0] * nq
+    qorder: Dict[int, None] = {}
     sync_ns = t.sync.cross_engine_ns
     sbuf_port = 0.0  # v2: Vector/GpSimd share SBUF
     psum_port = 0.0  # v2: Vector/Scalar share PSUM
@@ -175,8 +180,7 @@ def schedule(trace: Trace, model: CostModel, deps: Optional[List[Tuple[int, ...]
     hbm_bytes = 0
     dma_bytes = 0
     throttled = 0.0
-    for i in range(n):
-        ins = ins_list[i]
+    for i, ins in enumerate(trace.instructions):  # in order: the trace may be a lazy sequence
         eng = ins.engine
         engines[i] = eng
         ready = 0.0
@@ -211,8 +215,17 @@ def schedule(trace: Trace, model: CostModel, deps: Optional[List[Tuple[int, ...]
                     h = h2
                 s = h.place(s0, dur)
                 e = s + dur
+                if first is not None and g_ins[-1] == i and g_start[-1] == s and g_end[-1] == e:
+                    g_off.pop()  # placed like the previous group: store as its continuation
+                else:
+                    g_ins.append(i)
+                    g_start.append(s)
+                    g_end.append(e)
+                g_queue.extend(qs)
+                g_off.append(len(g_queue))
                 for q in qs:
-                    parts.append((i, q, s, e))
+                    qbusy[q] += e - s
+                    qorder.setdefault(q)
                 if first is None or s < first:
                     first = s
                 if e > fin:
@@ -256,5 +269,9 @@ def schedule(trace: Trace, model: CostModel, deps: Optional[List[Tuple[int, ...]
         busy_end[i] = s + occ
         end[i] = s + occ + cost.latency_ns
         free[eng] = s + occ
-    return Timeline(start, end, busy_end, engines, parts, flops, bf16eq, hbm_bytes, dma_bytes,
-                    throttled, deps)
+    parts = DmaParts(g_ins, g_start, g_end, g_off,
+                     np.array(g_queue, dtype=np.uint8 if nq <= 256 else np.uint16), qbusy, qorder)
+    codes = np.array([ENGINE_CODE[e] for e in engines], dtype=np.uint8)
+    return Timeline(np.array(start, dtype=np.float64), np.array(end, dtype=np.float64),
+                    np.array(busy_end, dtype=np.float64), codes, parts, flops, bf16eq, hbm_bytes,
+                    dma_bytes, throttled, deps)

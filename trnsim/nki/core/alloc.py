@@ -253,6 +253,7 @@ def _hbm_alloc(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool)
         n *= s
     ctx.check_hbm(n * sd.itemsize, name or "tensor")  # before the host buffer is allocated
     st = ctx.new_storage("hbm", kind, name or None, n * sd.itemsize, sd, 1, 0, account=False)
+    st.hbm_pitch = (shp[-1] if shp else 1) * sd.itemsize
     ctx.charge(st)
     strides = []
     acc = sd.itemsize

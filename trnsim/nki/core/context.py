@@ -441,8 +441,32 @@ def _region(t) -> Region:
                 run *= c
             else:
                 break
-        return Region("hbm", st.region_id, st.name, 0, 1, lo - st.base_off, hi + isz - st.base_off,
-                      n, dt.name(t._dtype), run, indirect)
+        lo -= st.base_off
+        hi += isz - st.base_off
+        pitch = st.hbm_pitch
+        if pitch <= 0:
+            return Region("hbm", st.region_id, st.name, 0, 1, lo, hi, n, dt.name(t._dtype), run,
+                          indirect)
+        # rows x column bytes: strides that are whole rows move the row range, the rest the
+        # column range; an access whose columns wrap past a row falls back to whole rows
+        r0, c0 = divmod(off - st.base_off, pitch)
+        r1, c1 = r0, c0
+        for c, s in zip(shape, strides):
+            if c > 1 and s:
+                if s % pitch == 0:
+                    if s < 0:
+                        r0 += (c - 1) * s // pitch
+                    else:
+                        r1 += (c - 1) * s // pitch
+                elif s < 0:
+                    c0 += (c - 1) * s
+                else:
+                    c1 += (c - 1) * s
+        if c0 < 0 or c1 + isz > pitch:
+            r0, r1 = lo // pitch, (hi - 1) // pitch
+            c0, c1 = (lo - r0 * pitch, hi - r0 * pitch - isz) if r0 == r1 else (0, pitch - isz)
+        return Region("hbm", st.region_id, st.name, r0, r1 - r0 + 1, c0, c1 + isz, n,
+                      dt.name(t._dtype), run, indirect)
     ps = st.pstride
     p0, b0 = divmod(off, ps)
     parts = 1

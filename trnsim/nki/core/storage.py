@@ -22,7 +22,7 @@ class Storage:
     __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "_init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
                  "manual", "loc", "owner", "is_output", "mutable", "base_off", "row_bytes",
-                 "written", "_f32", "rcache", "__weakref__")
+                 "written", "_f32", "rcache", "hbm_pitch", "__weakref__")
 
     def __init__(self, *, memory: str, kind: str, name: str, nbytes: int, sdtype: np.dtype,
                  partitions: int, pstride: int, loc=None, data: Optional[np.ndarray] = None,
@@ -50,6 +50,10 @@ class Storage:
         self.written = 0            # bytes marked initialized since the last whole-map check
         self._f32 = None            # cached fp32 copy of a 16-bit float storage (see f32_shadow)
         self.rcache = None          # view geometry -> trace Region (context.region)
+        # HBM: bytes per row of the allocation's own shape (its last dimension), so trace regions
+        # are rows x column bytes and a column tile of a row-major tensor is an exact rectangle,
+        # not a byte range spanning the whole tensor (context._region); 0 = one flat row
+        self.hbm_pitch = 0
         if data is None:
             data = np.empty(max(nbytes, 1), dtype=np.uint8)
             if fill is not None and nbytes:

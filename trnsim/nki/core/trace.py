@@ -23,7 +23,9 @@ class Region(NamedTuple):
     """A rectangle of one memory touched by an instruction.
 
     On-chip (sbuf/psum): partitions ``[partition, partition + partitions)`` and bytes
-    ``[start, stop)`` within each partition.  HBM: bytes ``[start, stop)`` of the tensor.
+    ``[start, stop)`` within each partition.  HBM: rows ``[partition, partition + partitions)``
+    of the tensor (a row is its last dimension, ``Storage.hbm_pitch`` bytes) and bytes
+    ``[start, stop)`` within each row; an allocation without a pitch is one row.
     ``tensor`` identifies the allocation (an id shared by every view of it).  ``contiguous`` is the
     byte length of the innermost contiguous run, the figure DMA efficiency depends on.
     (A NamedTuple: immutable plain data, built at C speed on the simulator's hot path.)
@@ -42,17 +44,16 @@ class Region(NamedTuple):
 
     @property
     def bytes(self) -> int:
-        per = self.stop - self.start
-        return per * self.partitions if self.memory != "hbm" else per
+        """Bytes of the rectangle (an upper bound on those touched: strides may skip some)."""
+        return (self.stop - self.start) * self.partitions
 
     def overlaps(self, other: "Region") -> bool:
         """Same allocation and intersecting rectangles (the dependency / race test)."""
         if self.tensor != other.tensor:
             return False
-        if self.memory != "hbm":
-            if self.partition + self.partitions <= other.partition or \
-                    other.partition + other.partitions <= self.partition:
-                return False
+        if self.partition + self.partitions <= other.partition or \
+                other.partition + other.partitions <= self.partition:
+            return False
         return self.start < other.stop and other.start < self.stop
 
 
