@@ -188,3 +188,47 @@ def test_legacy_benchmark_harness_reports_model_latency(tmp_path):
     for p in (0, 1, 50, 99, 100):
         assert lat.get_latency_percentile(p) == pytest.approx(expect)
     assert os.path.getsize(trace_file) > 0
+
+
+def test_perfetto_keeps_the_first_instructions_when_limited(estimate, tmp_path):
+    from trnsim.profile.events import events
+    from trnsim.profile.perfetto import instruction_limit, shown, write_perfetto
+    n = len(estimate.cores[0].trace)
+    p = tmp_path / "t.json"
+    write_perfetto(estimate, str(p), max_instructions=5)
+    doc = json.loads(p.read_text())
+    idx = {ev["args"]["instruction"] for ev in doc["traceEvents"] if ev["ph"] == "X"}
+    assert idx == set(range(5))
+    assert doc["otherData"]["truncated"] == {"instructions_shown_per_core": 5,
+                                             "instructions_per_core": n}
+    assert shown(estimate, 5) == 5 and shown(estimate, 0) is None
+    # the default limit: the longest prefix of instructions whose slices fit the budget
+    per = [0] * n
+    for ev in events(estimate, details=False):
+        per[ev.index] += 1
+    budget = sum(per[:7]) + per[7] - 1     # one slice short of taking instruction 7 too
+    assert instruction_limit(estimate, budget) == 7
+    assert instruction_limit(estimate, sum(per)) == 0  # everything fits: no limit
+
+
+def test_html_merges_slices_of_long_kernels_without_losing_any(estimate, monkeypatch):
+    from trnsim.profile import html
+    from trnsim.profile.events import events
+    evs = list(events(estimate, details=False))
+    monkeypatch.setattr(html, "MAX_EVENTS", len(evs) // 4)
+    data = html.report_data(estimate)
+    flat = data["events"]
+    bars = [flat[k:k + 5] for k in range(0, len(flat), 5)]
+    assert 0 < len(bars) < len(evs)
+    counted = 0
+    for track, s, d, name, _ in bars:
+        label = data["names"][name]
+        counted += int(label.split()[0]) if label.endswith("instructions") else 1
+    assert counted == len(evs)                       # every slice is in exactly one bar
+    by_track = {}
+    for track, s, d, _, _ in bars:
+        by_track.setdefault(track, []).append((s, s + d))
+    for spans in by_track.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 0.1 for a, b in zip(spans, spans[1:]))  # bars do not overlap
+    assert max(s + d for _, s, d, _, _ in bars) <= estimate.latency_ns + 0.1

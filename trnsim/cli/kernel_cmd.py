@@ -36,6 +36,9 @@ def register(sub) -> None:
                         "(auto: legacy affine/sequential loops; all: also new-API loops; "
                         "default $TRNSIM_FAST_FORWARD or auto)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Perfetto / Chrome trace")
+    p.add_argument("--trace-limit", type=int, default=None, metavar="N",
+                   help="instructions per core written to --trace (default: as many as fit in "
+                        "1M slices, which the Perfetto UI still loads; 0 writes all)")
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument("--parquet", metavar="DIR", help="write Instruction/DmaPacket/Summary Parquet "
                    "tables (needs pyarrow)")
@@ -113,8 +116,9 @@ def load_kernel(spec: str):
 class _Progress:
     """A transient progress line (instructions simulated) for runs longer than a second."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, label: str = ""):
         self.enabled = enabled
+        self.label = label  # a fixed description; empty: count the instructions simulated
         self.stop = threading.Event()
         self.thread = None
 
@@ -130,8 +134,10 @@ class _Progress:
             from rich.console import Console
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                           transient=True, console=Console(stderr=True)) as prog:
-                task = prog.add_task("simulating", total=None)
+                task = prog.add_task(self.label or "simulating", total=None)
                 while not self.stop.wait(0.2):
+                    if self.label:
+                        continue
                     n = sum(len(t.instructions) for t in list(harness.ACTIVE_TRACES))
                     prog.update(task, description=f"simulating: {n:,} instructions")
         self.thread = threading.Thread(target=loop, daemon=True)
@@ -181,15 +187,22 @@ def run(args) -> int:
         res = k.run(*pos, options=opts, **kw)
         est = estimate_run(res)
     est.sim_seconds = time.perf_counter() - t0
+    trace_note = ""
     if args.trace:
-        from ..profile.perfetto import write_perfetto
-        write_perfetto(est, args.trace)
+        from ..profile.perfetto import shown, write_perfetto
+        with _Progress(not args.json, "writing the trace"):
+            write_perfetto(est, args.trace, args.trace_limit)
+        n = shown(est, args.trace_limit)
+        if n is not None:
+            trace_note = f" (first {n:,} instructions per core; --trace-limit 0 writes all)"
     if args.html:
         from ..profile.html import write_html
-        write_html(est, args.html)
+        with _Progress(not args.json, "writing the HTML report"):
+            write_html(est, args.html)
     if args.parquet:
         from ..profile.parquet import write_parquet
-        write_parquet(est, args.parquet)
+        with _Progress(not args.json, "writing Parquet tables"):
+            write_parquet(est, args.parquet)
     s = est.summary()
     if args.json:
         from .output import print_json
@@ -214,5 +227,5 @@ def run(args) -> int:
     con.print(f"[bold]{s['bottleneck']}[/]")
     for p in (args.trace, args.html, args.parquet):
         if p:
-            con.print(f"wrote {p}")
+            con.print(f"wrote {p}" + (trace_note if p is args.trace else ""))
     return 0

@@ -6,6 +6,7 @@ the same way).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Tuple
 
@@ -54,19 +55,24 @@ def _detail(ins) -> str:
     return "; ".join(parts)
 
 
-def events(est: Estimate, details: bool = True) -> Iterator[Event]:
+def events(est: Estimate, details: bool = True, limit: int = 0) -> Iterator[Event]:
+    """Every slice of every core; with ``limit``, only those of each core's first ``limit``
+    instructions."""
     for c in est.cores:
         nc = f"NC{c.core}"
         tl = c.timeline
         instrs = c.trace.instructions
-        start, busy_end = tl.start.tolist(), tl.busy_end.tolist()  # plain floats, fast indexing
-        for i, ins in enumerate(instrs):
+        n = len(instrs) if not limit else min(limit, len(instrs))
+        start, busy_end = tl.start[:n].tolist(), tl.busy_end[:n].tolist()  # plain floats
+        for i, ins in enumerate(itertools.islice(instrs, n)):
             if ins.engine == "dma":
                 continue
             yield Event(f"{nc}:{TRACK_NAME.get(ins.engine, ins.engine)}", ins.opcode, start[i],
                         busy_end[i] - start[i], i, _src(ins), _detail(ins) if details else "")
         last, ins, src, det = -1, None, "", ""
         for i, q, s, e in tl.dma_parts:
+            if i >= n:  # parts come in program order
+                break
             if i != last:  # the parts of one transfer are adjacent: look it up once
                 last, ins = i, instrs[i]
                 src, det = _src(ins), _detail(ins) if details else ""

@@ -6,8 +6,11 @@ import html
 import json
 from typing import Dict, List
 
+import numpy as np
+
 from ..timing.estimate import Estimate
-from .events import events, tracks
+from ..timing.timeline import ENGINE_CODE
+from .events import TRACK_NAME, TRACK_ORDER, _src, events, tracks
 
 MAX_EVENTS = 300_000  # beyond this, adjacent slices on a track are merged for drawing
 
@@ -99,27 +102,56 @@ def report_data(est: Estimate) -> Dict:
     tr = tracks(est)
     tidx = {t: i for i, t in enumerate(tr)}
     flat: List[float] = []
-    evs = sorted(events(est, details=False), key=lambda e: (tidx[e.track], e.start_ns))
-    if len(evs) > MAX_EVENTS:  # merge neighbours on a track so the page stays small
-        span = max(est.latency_ns, 1.0)
-        eps = span / MAX_EVENTS * len(tr)
-        merged = []
-        for e in evs:
-            if merged and merged[-1][0] == e.track and e.start_ns - merged[-1][2] <= eps:
-                m = merged[-1]
-                merged[-1] = (m[0], m[1], e.start_ns + e.dur_ns, m[3] + 1, m[4])
-            else:
-                merged.append((e.track, e.start_ns, e.start_ns + e.dur_ns, 1, e))
-        for track, s, end, count, e in merged:
-            name = e.name if count == 1 else f"{count} instructions"
+    total = sum(len(c.trace) - int(np.count_nonzero(c.timeline.engine_code == _DMA))
+                + len(c.timeline.dma_parts) for c in est.cores)
+    if total > MAX_EVENTS:  # merge neighbours on a track so the page stays small
+        eps = max(est.latency_ns, 1.0) / MAX_EVENTS * len(tr)
+        for track, s, end, count, ins in _merged_bars(est, eps):
+            name = ins.opcode if count == 1 else f"{count} instructions"
             flat += [tidx[track], round(s, 1), round(end - s, 1),
-                     names.setdefault(name, len(names)), srcs.setdefault(e.source, len(srcs))]
+                     names.setdefault(name, len(names)), srcs.setdefault(_src(ins), len(srcs))]
     else:
-        for e in evs:
+        for e in sorted(events(est, details=False), key=lambda e: (tidx[e.track], e.start_ns)):
             flat += [tidx[e.track], round(e.start_ns, 1), round(e.dur_ns, 1),
                      names.setdefault(e.name, len(names)), srcs.setdefault(e.source, len(srcs))]
     return {"summary": est.summary(), "tracks": tr, "events": flat, "names": list(names),
             "sources": list(srcs), "latency_ns": est.latency_ns}
+
+
+_DMA = ENGINE_CODE["dma"]
+
+
+def _merged_bars(est: Estimate, eps: float):
+    """Per track, runs of slices separated by gaps of at most ``eps`` ns merged into one bar:
+    (track, start, end, slices, first instruction), computed on the timeline's arrays."""
+    for c in est.cores:
+        tl = c.timeline
+        instrs = c.trace.instructions
+        nc = f"NC{c.core}"
+        per_track = []
+        for eng in TRACK_ORDER:
+            idx = np.flatnonzero(tl.engine_code == ENGINE_CODE[eng])
+            per_track.append((f"{nc}:{TRACK_NAME[eng]}", tl.start[idx], tl.busy_end[idx], idx))
+        dp = tl.dma_parts
+        if len(dp.ins):
+            g = np.repeat(np.arange(len(dp.ins)), np.diff(dp.off))
+            queue = np.asarray(dp.queue)
+            for q in np.unique(queue):
+                sel = g[queue == q]
+                per_track.append((f"{nc}:DMA:q{int(q)}", dp.start[sel], dp.end[sel], dp.ins[sel]))
+        for track, s, e, ins in per_track:
+            if not len(s):
+                continue
+            order = np.argsort(s, kind="stable")
+            s, e, ins = s[order], e[order], ins[order]
+            reach = np.maximum.accumulate(e)
+            new = np.ones(len(s), dtype=bool)
+            new[1:] = s[1:] - reach[:-1] > eps
+            first = np.flatnonzero(new)
+            ends = np.maximum.reduceat(e, first)
+            counts = np.diff(np.append(first, len(s)))
+            for k, f in enumerate(first.tolist()):
+                yield track, float(s[f]), float(ends[k]), int(counts[k]), instrs[int(ins[f])]
 
 
 def render_html(est: Estimate, title: str = "") -> str:
