@@ -108,6 +108,12 @@ class UnsupportedError(KernelError):
     rule = "unsupported"
 
 
+class TileSizeFieldError(KernelError, AttributeError):
+    """``nl.tile_size`` has no such field in the API generation in use (still an AttributeError,
+    so ``hasattr`` / ``getattr(..., default)`` keep working)."""
+    rule = "tile-size-field"
+
+
 class HardwareFileError(TrnsimError):
     rule = "hardware-file"
 

@@ -35,6 +35,8 @@ class TileSizes:
     gemm_moving_fmax: int
     bn_stats_fmax: int
     psum_num_banks: int
+    psum_min_align: int  # bytes; byte alignment of a PSUM free-dim address
+    sbuf_min_align: int  # bytes; byte alignment of an SBUF free-dim address
 
 
 @dataclass(frozen=True)

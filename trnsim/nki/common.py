@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import KernelError
+from ..errors import KernelError, TileSizeFieldError
 from ..options import Options
 from .core import dtypes as dt
 from .core import fastforward
@@ -26,7 +26,20 @@ def _core_spec():
 
 
 class _TileSize:
-    """``nl.tile_size``: plain ints for the current (or environment-selected) generation."""
+    """``nl.tile_size`` of the new ``nki`` API: plain ints for the current (or environment-selected)
+    generation, from the hardware data files (``[vN.tile_size]``, ``[vN.sbuf]``, ``[vN.psum]``).
+
+    Fields as documented for NKI 0.6 (nki.language.tile_size.rst): ``pmax``, ``psum_fmax``
+    (deprecated) / ``psum_bank_fmax``, ``psum_bank_fmax_bytes``, ``psum_num_banks``,
+    ``sbuf_size_bytes`` (all partitions), ``sbuf_fmax`` (fp32 elements) / ``sbuf_fmax_bytes``
+    (usable bytes per partition), ``gemm_stationary_fmax``, ``gemm_moving_fmax``,
+    ``bn_stats_fmax``, ``psum_min_align``, ``sbuf_min_align`` and ``total_available_sbuf_size``
+    (deprecated; usable bytes per partition, the same value as ``sbuf_fmax_bytes``)."""
+
+    FIELDS = ("pmax", "psum_fmax", "psum_bank_fmax", "psum_bank_fmax_bytes", "psum_num_banks",
+              "sbuf_size_bytes", "sbuf_fmax", "sbuf_fmax_bytes", "gemm_stationary_fmax",
+              "gemm_moving_fmax", "bn_stats_fmax", "psum_min_align", "sbuf_min_align",
+              "total_available_sbuf_size")
 
     @property
     def pmax(self) -> int:
@@ -59,22 +72,81 @@ class _TileSize:
         return _core_spec().tile_size.bn_stats_fmax
 
     @property
+    def psum_min_align(self) -> int:
+        return _core_spec().tile_size.psum_min_align
+
+    @property
+    def sbuf_min_align(self) -> int:
+        return _core_spec().tile_size.sbuf_min_align
+
+    @property
     def total_available_sbuf_size(self) -> int:
+        """Usable SBUF bytes *per partition* (the name is misleading; deprecated in NKI 0.4)."""
         return _core_spec().sbuf.usable_bytes_per_partition
 
     @property
     def sbuf_size_bytes(self) -> int:
-        return _core_spec().sbuf.bytes_per_partition
+        """Total SBUF capacity over all partitions, in bytes."""
+        sb = _core_spec().sbuf
+        return sb.partitions * sb.bytes_per_partition
 
     @property
     def sbuf_fmax_bytes(self) -> int:
+        """Usable SBUF free size of one partition, in bytes."""
         return _core_spec().sbuf.usable_bytes_per_partition
+
+    @property
+    def sbuf_fmax(self) -> int:
+        """Usable SBUF free size of one partition, in fp32 elements."""
+        return _core_spec().sbuf.usable_bytes_per_partition // 4
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from ..source import describe, user_loc
+        raise TileSizeFieldError(f"nki.language.tile_size has no field {name!r}",
+                                 limit=", ".join(self.FIELDS), value=name,
+                                 where=describe(user_loc()))
+
+    def __dir__(self):
+        return list(self.FIELDS)
 
     def __repr__(self):
         return f"tile_size(pmax={self.pmax}, psum_fmax={self.psum_fmax}, ...)"
 
 
 tile_size = _TileSize()
+
+
+class _LegacyTileSize:
+    """``neuronxcc.nki.language.tile_size``: the NKI 0.1 fields only (bn_stats_fmax,
+    gemm_moving_fmax, gemm_stationary_fmax, pmax, psum_fmax, psum_min_align, sbuf_min_align,
+    total_available_sbuf_size; legacy docs 1db4d74e nki.language.tile_size.rst), same values as
+    the new API's for the target generation."""
+
+    FIELDS = ("bn_stats_fmax", "gemm_moving_fmax", "gemm_stationary_fmax", "pmax", "psum_fmax",
+              "psum_min_align", "sbuf_min_align", "total_available_sbuf_size")
+
+    def __getattr__(self, name):
+        if name in self.FIELDS:
+            return getattr(tile_size, name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from ..source import describe, user_loc
+        hint = ("a field of the new nki API's nl.tile_size (NKI >= 0.2); the legacy neuronxcc.nki "
+                "one has only these") if name in _TileSize.FIELDS else None
+        raise TileSizeFieldError(f"neuronxcc.nki.language.tile_size has no field {name!r}",
+                                 limit=", ".join(self.FIELDS), value=name,
+                                 where=describe(user_loc()), hint=hint)
+
+    def __dir__(self):
+        return list(self.FIELDS)
+
+    def __repr__(self):
+        return f"tile_size(pmax={self.pmax}, psum_fmax={self.psum_fmax}, ...)"
+
+
+legacy_tile_size = _LegacyTileSize()
 
 
 class _Limits:

@@ -7,7 +7,8 @@ import numpy as np
 from ...errors import KernelError, ShapeError, UnsupportedError
 from .. import common
 from ..common import (affine_range, device_print, finfo, fp32, bfp16, num_programs, program_id,
-                      program_ndim, sequential_range, static_cast, static_range, tile_size)
+                      program_ndim, sequential_range, static_cast, static_range)
+from ..common import legacy_tile_size as tile_size
 from ..core import dtypes as _dt
 from ..core.alloc import (Buffer, hbm, ndarray as _ndarray, private_hbm, psum, sbuf, shared_hbm,
                           fill as _fill, shared_constant as _shared_constant)

@@ -28,6 +28,57 @@ def _is_scalar(x) -> bool:
     return isinstance(x, _SCALARS)
 
 
+# Unary operators of the ALU table (nki.api.shared.rst, tbl-aluop): ``tensor_scalar`` and
+# ``tensor_scalar_reduce`` take them as op0/op1 with the operand ``None`` or ``0`` (ISA docs).
+TS_UNARY_ARITH = frozenset(["abs", "square", "relu", "rsqrt", "reciprocal"])
+TS_UNARY_BITVEC = frozenset(["invert"])  # "Bitwise Not" in the bitvec group
+TS_UNARY = TS_UNARY_ARITH | TS_UNARY_BITVEC
+# release notes 2.32 (NKI 0.6): "square and relu are now accepted as op0 on trn3" -- new opcodes
+# of tensor_scalar/tensor_scalar_reduce, so earlier generations reject them in either position
+_TS_UNARY_GEN4 = frozenset(["square", "relu"])
+
+
+def is_bitvec(name: Optional[str]) -> bool:
+    return name in BITVEC or name in TS_UNARY_BITVEC
+
+
+def check_ts_op(ctx, name: str, operand, opname: str, role: str, *, bitvec_ok: bool = True) -> None:
+    """``name`` (a canonical op name) is usable as a tensor_scalar-style ALU op; a unary one needs
+    its operand to be None or 0 and, for square/relu, NeuronCore-v4."""
+    if name not in BINARY and name not in TS_UNARY:
+        allowed = sorted(set(BINARY) - {"rsqrt_mul"} | TS_UNARY)
+        raise KernelError(f"{opname}: {role}={name} is not an ALU operator (activation functions "
+                          "such as exp run through nisa.activation)", rule=f"{opname}-op",
+                          limit=", ".join(allowed), value=name, where=where())
+    if not bitvec_ok and is_bitvec(name):
+        raise KernelError(f"{opname}: {role} must be an arithmetic operator, got bitvec {name}",
+                          rule=f"{opname}-op", limit="arithmetic ALU operators", value=name,
+                          where=where())
+    if name not in TS_UNARY:
+        return
+    arg = "operand" + role[-1]
+    if operand is not None and not (_is_scalar(operand) and not isinstance(operand, (bool, np.bool_))
+                                    and float(operand) == 0):
+        shown = f"a {type(operand).__name__}" if isinstance(operand, NkiTensor) else repr(operand)
+        raise KernelError(f"{opname}: {role}={name} is unary; {arg} must be None or 0, got {shown}",
+                          rule="tensor_scalar-unary-operand", limit="None or 0", value=shown,
+                          where=where())
+    gen = ctx.spec.generation
+    if name in _TS_UNARY_GEN4 and gen < 4:
+        from ...errors import GenerationError
+        raise GenerationError(f"{opname}: {role}={name} needs NeuronCore-v4 (trn3)",
+                              rule="tensor_scalar-op-generation", limit="gen4+", value=f"gen{gen}",
+                              where=where())
+
+
+def apply_ts_op(name: str, x, operand_value, reverse: bool, ints: bool = False):
+    """One stage of ``(data op0 operand0) op1 operand1``; unary ops ignore the operand."""
+    if name in TS_UNARY:
+        return UNARY[name](x)
+    return _compute(name, operand_value, x, ints) if reverse else _compute(name, x, operand_value,
+                                                                           ints)
+
+
 def _compute(name: str, a, b, ints: bool):
     if name in BITVEC:
         return BINARY[name](a, b)
@@ -146,6 +197,12 @@ def _tensor_scalar(ctx, dst, data: NkiTensor, ops, od, mask, eng, opname, opcode
     for i, (name, operand, rev) in enumerate(ops):
         if name is None:
             continue
+        if name in TS_UNARY:  # no operand to read (checked to be None or 0 by the caller)
+            if vals is not None:
+                vals = apply_ts_op(name, vals, None, rev)
+            ints = ints and name in TS_UNARY_BITVEC
+            attrs.append((f"op{i}", name))
+            continue
         ov, oinit, ot = base.scalar_or_column(ctx, operand, shape, f"operand{i}", opname, eng)
         if ot is not None:
             reads.append(ot)
@@ -177,7 +234,10 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     t = tile(ctx, data, "data", "tensor_scalar", eng)
     n0 = token_name(op0, "op0")
     n1 = token_name(op1, "op1") if op1 is not None else None
-    if (n0 in BITVEC) != (n1 in BITVEC) and n1 is not None:
+    check_ts_op(ctx, n0, operand0, "tensor_scalar", "op0")
+    if n1 is not None:
+        check_ts_op(ctx, n1, operand1, "tensor_scalar", "op1")
+    if is_bitvec(n0) != is_bitvec(n1) and n1 is not None:
         raise KernelError("tensor_scalar: op0 and op1 must both be arithmetic or both bitwise",
                           rule="tensor_scalar-ops", value=(n0, n1), where=where())
     _check_tensor_scalar_engine(ctx, eng, n0, n1)
@@ -194,7 +254,7 @@ _SCALAR_ENGINE_V3 = frozenset([("multiply", "add"), ("multiply", None), ("add", 
 def _check_tensor_scalar_engine(ctx, eng: str, n0: str, n1: Optional[str]) -> None:
     """ISA docs: bitvec tensor_scalar runs on Vector only; the Scalar engine has add/multiply only
     from NeuronCore-v3 (ALU table note) and on trn2 only multiply[+add] or add."""
-    if n0 in BITVEC and eng != "vector":
+    if (is_bitvec(n0) or is_bitvec(n1)) and eng != "vector":
         raise KernelError(f"tensor_scalar: bitvec operators run on the Vector engine, not {eng}",
                           rule="tensor_scalar-engine", limit="vector", value=eng, where=where())
     if eng != "scalar":

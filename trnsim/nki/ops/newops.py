@@ -458,49 +458,92 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
 def nc_n_gather(dst, data, indices):
     """Per partition, ``dst[p, j] = data[p].flat[indices[p, j]]`` (GpSimd, SBUF only; uint32
     indices; ``dst`` None returns a new tile)."""
+    return _n_gather(dst, data, indices, "nc_n_gather", 1)
+
+
+def gather_flattened(data, indices, axis=0):
+    """``nl.gather_flattened``: a new tile with ``out[p, b..., j...] = data[p, b..., :].flat[
+    indices[p, b..., j...]]``.
+
+    ``axis`` counts the *free* dims of ``data`` (the gather never crosses partitions, and the
+    documented default ``axis=0`` is the all-free-dims flattened gather): the free dims from
+    ``axis`` on are flattened and indexed, the free dims before it are batch dims that
+    ``indices`` must share.  Negative values count from the last dim, as in numpy, so
+    ``axis=-1`` is ``np.take_along_axis(data, indices, axis=-1)``."""
+    op = "gather_flattened"
+    d = base.need_tensor(data, "data", op)
+    ix = base.need_tensor(indices, "indices", op)
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise KernelError(f"{op}: axis must be an integer", rule="gather-axis",
+                          value=repr(axis), where=where())
+    nfree = d.ndim - 1
+    ax = int(axis)
+    if not -nfree <= ax < nfree:
+        raise ShapeError(f"{op}: axis {ax} is not a free axis of data {d.shape} (free axes count "
+                         "from 0 after the partition dim; negative axes from the end; the gather "
+                         "never crosses partitions)", rule="gather-axis",
+                         limit=f"{-nfree}..{nfree - 1}", value=ax, where=where())
+    first = ax + 1 if ax >= 0 else d.ndim + ax  # data dim where the flattened (gathered) dims start
+    if first > 1 and (ix.ndim < first or tuple(ix.shape[1:first]) != tuple(d.shape[1:first])):
+        raise ShapeError(f"{op}: with axis={ax}, indices {ix.shape} must share data's batch dims "
+                         f"{tuple(d.shape[1:first])} after the partition dim",
+                         rule="gather-batch-shape", limit=tuple(d.shape[:first]),
+                         value=tuple(ix.shape), where=where())
+    return _n_gather(None, d, ix, op, first)
+
+
+def _n_gather(dst, data, indices, op: str, first: int):
+    """The GpSimd gather: rows are (partition, batch dims ``data.shape[1:first]``), each row
+    indexed over the flattened dims ``data.shape[first:]``."""
     ctx = current()
-    op = "nc_n_gather"
     s = tile(ctx, data, "data", op, "gpsimd", memories=("sbuf",))
     ix = tile(ctx, indices, "indices", op, "gpsimd", memories=("sbuf",))
     base.same_partitions(s, ix, op, "data", "indices")
     if not dt.is_int(ix.dtype):
         raise DtypeError(f"{op}: indices must be uint32", rule="index-dtype", limit="uint32",
                          value=dt.name(ix.dtype), where=where())
-    P, F = s.shape[0], _flat(s)
-    n = _flat(ix)
+    P = s.shape[0]
+    B = int(np.prod(s.shape[1:first], dtype=np.int64))  # batch rows per partition
+    F = _flat(s) // B
+    n = _flat(ix) // B  # indices per row
+    rows = P * B
     if dst is not None:
         d = base.need_tensor(dst, "dst", op)
         if d.dtype != s.dtype:
             raise DtypeError(f"{op}: dst must have data's dtype", rule="gather-dtype",
                              limit=dt.name(s.dtype), value=dt.name(d.dtype), where=where())
-        if d.shape[0] != P or _flat(d) != n:
-            raise ShapeError(f"{op}: dst needs {n} elements per partition (one per index)",
-                             rule="dst-shape", limit=(P, n), value=d.shape, where=where())
+        if d.shape[0] != P or _flat(d) != B * n:
+            raise ShapeError(f"{op}: dst needs {B * n} elements per partition (one per index)",
+                             rule="dst-shape", limit=(P, B * n), value=d.shape, where=where())
         out_shape = d.shape
     else:
         d = None
         out_shape = ix.shape
     sv, sinit = read(ctx, s, op)
     iv, iinit = read(ctx, ix, op)
-    idx = np.asarray(iv).reshape(P, n).astype(np.int64)
+    idx = np.asarray(iv).reshape(rows, n).astype(np.int64)
     bad = (idx < 0) | (idx >= F)
     if iinit is not None:
-        bad &= np.asarray(iinit).reshape(P, n) != 0
+        bad &= np.asarray(iinit).reshape(rows, n) != 0
     if bad.any():
         b = int(idx[bad][0])
-        raise KernelError(f"{op}: index {b} is outside the {F} elements of a partition",
+        unit = "a partition" if B == 1 else "a row (partition and batch dims)"
+        raise KernelError(f"{op}: index {b} is outside the {F} elements of {unit}",
                           rule="err_tensor_access_out_of_bound", limit=f"0..{F - 1}", value=b,
                           where=where())
     idx = np.clip(idx, 0, F - 1)
-    vals = np.take_along_axis(np.asarray(sv).reshape(P, F), idx, axis=1) if ctx.numerics else None
+    vals = np.take_along_axis(np.asarray(sv).reshape(rows, F), idx, axis=1) if ctx.numerics \
+        else None
     init = None
     if sinit is not None or iinit is not None:
-        g = np.ones((P, n), bool) if sinit is None else \
-            np.take_along_axis(np.asarray(sinit).reshape(P, F) != 0, idx, axis=1)
-        init = base.and_init((P, n), g, None if iinit is None else np.asarray(iinit).reshape(P, n))
+        g = np.ones((rows, n), bool) if sinit is None else \
+            np.take_along_axis(np.asarray(sinit).reshape(rows, F) != 0, idx, axis=1)
+        init = base.and_init((rows, n), g,
+                             None if iinit is None else np.asarray(iinit).reshape(rows, n))
     return emit(ctx, dst=d, values=None if vals is None else vals.reshape(out_shape),
                 init=None if init is None else init.reshape(out_shape), out_shape=out_shape,
-                out_dtype=s.dtype, mask=None, engine="gpsimd", opcode=op, reads=[s, ix], free=n)
+                out_dtype=s.dtype, mask=None, engine="gpsimd", opcode="nc_n_gather",
+                reads=[s, ix], free=B * n)
 
 
 # -- GpSimd scans ----------------------------------------------------------------------------------

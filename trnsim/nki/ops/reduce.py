@@ -144,13 +144,18 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     if rn not in ("add", "multiply", "maximum", "minimum"):
         raise KernelError(f"tensor_scalar_reduce: reduce_op must be add, multiply, max or min",
                           rule="tensor_scalar_reduce-op", value=rn, where=where())
+    from .elementwise import TS_UNARY, apply_ts_op, check_ts_op
+    check_ts_op(ctx, n0, operand0, "tensor_scalar_reduce", "op0", bitvec_ok=False)
     t = tile(ctx, data, "data", "tensor_scalar_reduce", "vector")
     shape = t.shape
     m = legacy_mask(mask, shape)
     v, init = read(ctx, t, "tensor_scalar_reduce", m)
-    s0, i0, st0 = base.scalar_or_column(ctx, operand0, shape, "operand0", "tensor_scalar_reduce",
-                                        "vector")
-    init = base.and_init(shape, init, i0)
+    if n0 in TS_UNARY:  # unary op0: operand0 is None or 0 and not read
+        s0, st0 = None, None
+    else:
+        s0, i0, st0 = base.scalar_or_column(ctx, operand0, shape, "operand0",
+                                            "tensor_scalar_reduce", "vector")
+        init = base.and_init(shape, init, i0)
     od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
     vals = None
     cmd = ReduceCmd(int(reduce_cmd)) if reduce_cmd is not None else ReduceCmd.reset_reduce
@@ -158,7 +163,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     p = shape[0]
     if ctx.numerics:
         x = f32(v)
-        vals = BINARY[n0](s0, x) if reverse0 else BINARY[n0](x, s0)
+        vals = apply_ts_op(n0, x, s0, bool(reverse0))
         if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
             acc[:p] = REDUCE[rn][1]
         elif cmd == ReduceCmd.load_reduce and reduce_init is not None:

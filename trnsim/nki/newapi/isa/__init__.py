@@ -81,6 +81,20 @@ class VirtualRegister(NKIObject):
     def __repr__(self):
         return f"VirtualRegister({self.value})"
 
+    def _no_host_math(self, *_):
+        from ....source import describe, user_loc
+        raise KernelError("a VirtualRegister holds a device value: Python arithmetic and ordering "
+                          "on it are not traced (in NKI they raise TypeError)",
+                          rule="register-host-arithmetic", value=repr(self),
+                          where=describe(user_loc()),
+                          hint="pass it as .ap(scalar_offset=reg) / nl.ds(reg, n) / a loop bound, "
+                               "or compute on a 1x1 SBUF tensor and register_load the result")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _no_host_math
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = _no_host_math
+    __mod__ = __rmod__ = __neg__ = _no_host_math
+    __lt__ = __le__ = __gt__ = __ge__ = _no_host_math
+
 
 def _wrap32(v) -> int:
     v = int(v)

@@ -235,10 +235,13 @@ def matmul(x, y, transpose_x=False, **kw):
 
 
 def gather_flattened(data, indices, axis=0, dtype=None, **kw):
-    """Per partition, the elements of ``data`` (free dims flattened) at ``indices``."""
+    """A new tile shaped like ``indices``: per partition, the elements of ``data`` at ``indices``
+    with the free dims from free axis ``axis`` on flattened (``axis=0``, the default, flattens all
+    free dims; earlier free dims are batch dims shared with ``indices``; ``axis=-1`` gathers
+    along the last dim like ``np.take_along_axis``).  See ``ops.newops.gather_flattened``."""
     _reject(kw, "nl.gather_flattened")
-    from ...ops.newops import nc_n_gather
-    out = nc_n_gather(None, data, indices)
+    from ...ops.newops import gather_flattened as _gather
+    out = _gather(data, indices, axis)
     return out if dtype is None else _ew.tensor_copy(None, out, dtype=dtype)
 
 
@@ -460,28 +463,47 @@ sequential_range = range
 static_range = range
 
 
+def _device_step(step, what: str, rule: str) -> int:
+    if getattr(step, "_trnsim_register_value", None) is not None or _bound(step, "step") <= 0:
+        raise KernelError(f"{what} step must be a compile-time positive integer",
+                          rule=rule, limit="> 0", value=repr(step))
+    return int(step)
+
+
+def _device_loop(lo: int, stop, step: int, what: str):
+    """The iterations of a hardware loop: the counter starts at ``lo`` (read once, when the loop is
+    entered) and the loop-back branch compares it with ``stop`` before every iteration, so a
+    register bound that the body reloads takes effect at the next check (the compiler lowers
+    dynamic loops to branching instructions on the engine sequencers; ``while_loop`` likewise
+    re-checks its condition register before each iteration).  Each iteration gets a fresh register
+    holding the counter: writing to it does not steer the loop."""
+    from ..isa import VirtualRegister
+    i = lo
+    while i < _bound(stop, f"{what} stop"):
+        yield VirtualRegister(i)
+        i += step
+
+
 def dynamic_range(start, stop=None, step=1):
-    """A device loop: bounds may be registers (read when the loop starts)."""
+    """A device loop: ``start``/``stop`` may be registers.  ``start`` is read when the loop is
+    entered; a register ``stop`` is re-read before every iteration (see ``_device_loop``).  The
+    loop variable is a register (use it through ``.ap(scalar_offset=i)``, ``nl.ds(i, n)``...)."""
     if stop is None:
         start, stop = 0, start
-    if getattr(step, "_trnsim_register_value", None) is not None or _bound(step, "step") <= 0:
-        raise KernelError("dynamic_range step must be a compile-time positive integer",
-                          rule="dynamic-range-step", limit="> 0", value=repr(step))
-    lo, hi = _bound(start, "start"), _bound(stop, "stop")
-    _record_loop("dynamic_range", lo, hi, int(step))
-    return builtins.range(lo, hi, int(step))
+    st = _device_step(step, "dynamic_range", "dynamic-range-step")
+    lo = _bound(start, "start")
+    _record_loop("dynamic_range", lo, _bound(stop, "stop"), st)
+    return _device_loop(lo, stop, st, "dynamic_range")
 
 
 def fori_loop(lower, upper, body_fun, step=1):
-    """``for i in range(lower, upper, step): body_fun(i)`` on device; ``i`` is a register."""
-    from ..isa import VirtualRegister
-    if getattr(step, "_trnsim_register_value", None) is not None or _bound(step, "step") <= 0:
-        raise KernelError("fori_loop step must be a compile-time positive integer",
-                          rule="fori-loop-step", limit="> 0", value=repr(step))
-    lo, hi = _bound(lower, "lower"), _bound(upper, "upper")
-    _record_loop("fori_loop", lo, hi, int(step))
-    for i in builtins.range(lo, hi, int(step)):
-        body_fun(VirtualRegister(i))
+    """``i = lower; while i < upper: body_fun(i); i += step`` on device: ``lower`` is read once,
+    a register ``upper`` before every iteration; ``i`` is a fresh register each iteration."""
+    st = _device_step(step, "fori_loop", "fori-loop-step")
+    lo = _bound(lower, "lower")
+    _record_loop("fori_loop", lo, _bound(upper, "upper"), st)
+    for i in _device_loop(lo, upper, st, "fori_loop"):
+        body_fun(i)
     return None
 
 
