@@ -25,6 +25,11 @@ def _core_spec():
     return load_catalog(opts.hardware_file).core_for(opts.target)
 
 
+def _tile_field(name: str) -> property:
+    """A ``tile_size`` field read from the current target's hardware data."""
+    return property(lambda self: getattr(_core_spec().tile_size, name))
+
+
 class _TileSize:
     """``nl.tile_size`` of the new ``nki`` API: plain ints for the current (or environment-selected)
     generation, from the hardware data files (``[vN.tile_size]``, ``[vN.sbuf]``, ``[vN.psum]``).
@@ -41,43 +46,18 @@ class _TileSize:
               "gemm_moving_fmax", "bn_stats_fmax", "psum_min_align", "sbuf_min_align",
               "total_available_sbuf_size")
 
-    @property
-    def pmax(self) -> int:
-        return _core_spec().tile_size.pmax
-
-    @property
-    def psum_fmax(self) -> int:
-        return _core_spec().tile_size.psum_fmax
-
-    psum_bank_fmax = psum_fmax
+    pmax = _tile_field("pmax")
+    psum_fmax = psum_bank_fmax = _tile_field("psum_fmax")
+    psum_num_banks = _tile_field("psum_num_banks")
+    gemm_stationary_fmax = _tile_field("gemm_stationary_fmax")
+    gemm_moving_fmax = _tile_field("gemm_moving_fmax")
+    bn_stats_fmax = _tile_field("bn_stats_fmax")
+    psum_min_align = _tile_field("psum_min_align")
+    sbuf_min_align = _tile_field("sbuf_min_align")
 
     @property
     def psum_bank_fmax_bytes(self) -> int:
         return _core_spec().psum.bank_bytes
-
-    @property
-    def psum_num_banks(self) -> int:
-        return _core_spec().tile_size.psum_num_banks
-
-    @property
-    def gemm_stationary_fmax(self) -> int:
-        return _core_spec().tile_size.gemm_stationary_fmax
-
-    @property
-    def gemm_moving_fmax(self) -> int:
-        return _core_spec().tile_size.gemm_moving_fmax
-
-    @property
-    def bn_stats_fmax(self) -> int:
-        return _core_spec().tile_size.bn_stats_fmax
-
-    @property
-    def psum_min_align(self) -> int:
-        return _core_spec().tile_size.psum_min_align
-
-    @property
-    def sbuf_min_align(self) -> int:
-        return _core_spec().tile_size.sbuf_min_align
 
     @property
     def total_available_sbuf_size(self) -> int:

@@ -259,6 +259,20 @@ static inline uint64_t hcombine(uint64_t h, uint64_t x) {
     return (h ^ x) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
 }
 
+/* Fold the hash of ``o`` into ``*h``; an unhashable value clears ``*hashable`` (the shape is then
+   not memoized) and counts as 0.  Returns -1 on any other error. */
+static int hash_into(uint64_t *h, PyObject *o, int *hashable) {
+    Py_hash_t x = PyObject_Hash(o);
+    if (x == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+        PyErr_Clear();
+        *hashable = 0;
+        x = 0;
+    }
+    *h = hcombine(*h, (uint64_t)x);
+    return 0;
+}
+
 /* Check that `item` is an Instruction tuple of Region tuples and hash its shape key.  Sets
    *hashable to 0 when some key field cannot be hashed (such a record is a shape of its own, as
    in encode_py).  Returns the number of regions, or -1 with an exception set. */
@@ -275,16 +289,8 @@ static Py_ssize_t shape_hash(PyObject *item, const int *fi, const int *fr, int i
     }
     uint64_t h = 0x84222325cbf29ce4ULL;
     *hashable = 1;
-    for (size_t k = 0; k < sizeof(INS_KEY_FIELDS) / sizeof(int); k++) {
-        Py_hash_t x = PyObject_Hash(PyTuple_GET_ITEM(item, fi[INS_KEY_FIELDS[k]]));
-        if (x == -1 && PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-            PyErr_Clear();
-            *hashable = 0;
-            x = 0;
-        }
-        h = hcombine(h, (uint64_t)x);
-    }
+    for (size_t k = 0; k < sizeof(INS_KEY_FIELDS) / sizeof(int); k++)
+        if (hash_into(&h, PyTuple_GET_ITEM(item, fi[INS_KEY_FIELDS[k]]), hashable) < 0) return -1;
     Py_ssize_t nregs = 0;
     for (int side = 0; side < 2; side++) {
         Py_ssize_t m = PyTuple_GET_SIZE(rw[side]);
@@ -296,16 +302,9 @@ static Py_ssize_t shape_hash(PyObject *item, const int *fi, const int *fr, int i
                 PyErr_SetString(NotTuples, "regions are not Region tuples");
                 return -1;
             }
-            for (size_t k = 0; k < sizeof(SHAPE_FIELDS) / sizeof(int); k++) {
-                Py_hash_t x = PyObject_Hash(PyTuple_GET_ITEM(r, fr[SHAPE_FIELDS[k]]));
-                if (x == -1 && PyErr_Occurred()) {
-                    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-                    PyErr_Clear();
-                    *hashable = 0;
-                    x = 0;
-                }
-                h = hcombine(h, (uint64_t)x);
-            }
+            for (size_t k = 0; k < sizeof(SHAPE_FIELDS) / sizeof(int); k++)
+                if (hash_into(&h, PyTuple_GET_ITEM(r, fr[SHAPE_FIELDS[k]]), hashable) < 0)
+                    return -1;
         }
     }
     *hash = mix64(h);
