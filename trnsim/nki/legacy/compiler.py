@@ -1,9 +1,10 @@
 """``neuronxcc.nki.compiler`` (ncc): manual allocation and compiler hints."""
 from __future__ import annotations
 
-import contextlib
-
 from ..core.alloc import AutoAlloc, CallbackAlloc, ModAlloc
+from ..compiler_hints import (allocation_scope, enable_stack_allocator,  # noqa: F401
+                              force_auto_alloc, multi_buffer, no_reorder,
+                              skip_middle_end_transformations)
 
 
 class _Memory:
@@ -27,26 +28,3 @@ class _Memory:
 
 sbuf = _Memory("sbuf")
 psum = _Memory("psum")
-
-
-def _passthrough_decorator(fn=None, **kw):
-    if fn is None:
-        return lambda f: f
-    return fn
-
-
-skip_middle_end_transformations = _passthrough_decorator
-enable_stack_allocator = _passthrough_decorator
-force_auto_alloc = _passthrough_decorator
-
-
-def multi_buffer(*a, **kw):
-    return contextlib.nullcontext()
-
-
-def no_reorder(*a, **kw):
-    return contextlib.nullcontext()
-
-
-def allocation_scope(*a, **kw):
-    return contextlib.nullcontext()

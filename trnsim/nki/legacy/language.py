@@ -163,44 +163,14 @@ right_shift = _binary("right_shift")
 def _unary(name, default_dtype=None):
     def f(x, *, dtype=default_dtype, mask=None, **kw):
         return _act.unary(name, x, dtype=dtype, mask=mask)
-    f.__name__ = name
+    f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name} (``nl.{name}``); also an activation token."
     return common.alu(name, f)
 
 
-exp = _unary("exp")
-log = _unary("log")
-sqrt = _unary("sqrt")
-rsqrt = _unary("rsqrt")
-reciprocal = _unary("reciprocal")
-square = _unary("square")
-abs = _unary("abs")
-negative = _unary("negative")
-sign = _unary("sign")
-floor = _unary("floor")
-ceil = _unary("ceil")
-trunc = _unary("trunc")
-sin = _unary("sin")
-cos = _unary("cos")
-tan = _unary("tan")
-tanh = _unary("tanh")
-arctan = _unary("arctan")
-sigmoid = _unary("sigmoid")
-relu = _unary("relu")
-gelu = _unary("gelu")
-gelu_dx = _unary("gelu_dx")
-gelu_apprx_tanh = _unary("gelu_apprx_tanh")
-gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid")
-silu = _unary("silu")
-silu_dx = _unary("silu_dx")
-softplus = _unary("softplus")
-mish = _unary("mish")
-erf = _unary("erf")
-erf_dx = _unary("erf_dx")
-invert = _unary("invert")
-logical_not = _unary("logical_not", bool_)
-exp2 = _unary("exp2")
-log2 = _unary("log2")
+for _name in _act.UNARY_FUNCTIONS:  # nl.exp, nl.log, ... (logical_not defaults to a bool result)
+    globals()[_name] = _unary(_name, bool_ if _name == "logical_not" else None)
+del _name
 identity = common.alu("copy", lambda x, **kw: _ew.tensor_copy(None, x))
 common.alu("copy", copy)
 

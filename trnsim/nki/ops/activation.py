@@ -29,6 +29,14 @@ class ReduceCmd(IntEnum):
     load_reduce = 4
 
 
+# the elementwise unary functions both NKI generations expose as ``nl.<name>`` (each also an
+# activation token); ``unary`` below computes them
+UNARY_FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "square", "abs", "negative", "sign",
+                   "floor", "ceil", "trunc", "sin", "cos", "tan", "tanh", "arctan", "sigmoid",
+                   "relu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid", "silu",
+                   "silu_dx", "softplus", "mish", "erf", "erf_dx", "invert", "logical_not", "exp2",
+                   "log2")
+
 # unary functions that run on the Scalar engine's activation table; the rest run on Vector
 VECTOR_UNARY = frozenset(["abs", "negative", "sign", "floor", "ceil", "trunc", "invert",
                           "logical_not"])

@@ -295,39 +295,9 @@ def _unary(name):
     return common.alu(name, f)
 
 
-exp = _unary("exp")
-log = _unary("log")
-sqrt = _unary("sqrt")
-rsqrt = _unary("rsqrt")
-reciprocal = _unary("reciprocal")
-square = _unary("square")
-abs = _unary("abs")  # noqa: A001
-negative = _unary("negative")
-sign = _unary("sign")
-floor = _unary("floor")
-ceil = _unary("ceil")
-trunc = _unary("trunc")
-sin = _unary("sin")
-cos = _unary("cos")
-tan = _unary("tan")
-tanh = _unary("tanh")
-arctan = _unary("arctan")
-sigmoid = _unary("sigmoid")
-relu = _unary("relu")
-gelu = _unary("gelu")
-gelu_dx = _unary("gelu_dx")
-gelu_apprx_tanh = _unary("gelu_apprx_tanh")
-gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid")
-silu = _unary("silu")
-silu_dx = _unary("silu_dx")
-softplus = _unary("softplus")
-mish = _unary("mish")
-erf = _unary("erf")
-erf_dx = _unary("erf_dx")
-invert = _unary("invert")
-logical_not = _unary("logical_not")
-exp2 = _unary("exp2")
-log2 = _unary("log2")
+for _name in _act.UNARY_FUNCTIONS:  # nl.exp, nl.log, ...
+    globals()[_name] = _unary(_name)
+del _name
 
 
 def _token_only(name, canonical):
