@@ -48,7 +48,13 @@ def user_frame(depth: int = 1) -> Optional[types.FrameType]:
 def user_loc(depth: int = 2) -> SourceLoc:
     """The (file, line, function) of the innermost user frame; interned so traces share objects."""
     f = sys._getframe(depth)
-    while f is not None and is_internal(f.f_code):
+    cache = _internal_cache
+    while f is not None:
+        r = cache.get(f.f_code.co_filename)  # is_internal, inlined: this runs on every op
+        if r is None:
+            r = is_internal(f.f_code)
+        if not r:
+            break
         f = f.f_back
     if f is None:
         return _UNKNOWN

@@ -10,7 +10,7 @@ from ...errors import (CapacityError, IndexingError, KernelError, PartitionError
                        UnsupportedError)
 from ...source import describe, user_loc
 from . import dtypes as dt
-from .context import KernelContext, current, region
+from .context import KernelContext, current, fresh_region, region
 from .index import ParDim, _is_int
 from .storage import Storage
 from .tensor import BlockMap, NkiTensor
@@ -115,7 +115,9 @@ def parse_shape(shape, legacy: bool, on_chip: bool) -> Tuple[Tuple[int, ...], in
 
 
 def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=None,
-            loc=None) -> NkiTensor:
+            loc=None, poison: bool = True) -> NkiTensor:
+    """An allocation; ``poison=False`` skips the NaN fill of an automatically placed on-chip
+    buffer for callers that write every byte next (``fill``: nl.zeros/ones/full)."""
     ctx = current()
     d = dt.as_dtype(dtype)
     from ..ops.base import check_dtype_supported
@@ -161,7 +163,7 @@ def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=
     # automatic placement: private partition-major buffer
     pstride = nblocks * free_bytes
     st = ctx.new_storage(memory, memory, name or None, P * pstride, sd, P, pstride, account=False,
-                         loc=loc)
+                         loc=loc, fill=poison)
     st.row_bytes = pstride
     ctx.charge(st)
     strides = _layout(shp, pdim, isz, pstride, free_bytes)
@@ -406,6 +408,8 @@ def fill(t: NkiTensor, value) -> None:
         # sets the matmul's start-accumulation flag instead); otherwise the memset is traced
         # just before the first other access (context.py, pending_zero)
         flat = _flat_view(t)
+        if not t._st.manual:  # the whole automatic allocation: a fresh tile's region
+            flat._region = fresh_region(t._st, flat.shape, t.dtype)
         if ctx.numerics:
             flat.array()[...] = 0
             t._st.fp32_dirty()

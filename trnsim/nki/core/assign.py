@@ -187,7 +187,12 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
         base.write(ctx, dst, vals, pinit, mask)
     ins = ctx.trace.instructions[idx]
     dreg = ctx.trace.intern(region(dst))
-    attrs = tuple((k, v) for k, v in ins.attrs if k != "accumulate") + (("accumulate", True),)
+    attrs = ins.attrs
+    if attrs and attrs[0][0] == "accumulate":  # where nc_matmul puts it
+        attrs = attrs[1:]
+    else:
+        attrs = tuple((k, v) for k, v in attrs if k != "accumulate")
+    attrs += (("accumulate", True),)
     ctx.trace.patch(idx, writes=(dreg,) + ins.writes[1:], reads=ins.reads + (dreg,), attrs=attrs,
                     dtype_out=dt.name(dst._dtype))
     ctx.touch(dreg, idx)

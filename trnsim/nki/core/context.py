@@ -185,6 +185,13 @@ class KernelContext:
                                     float_to_int_rounding=conv.get("float_to_int_rounding", "rne"),
                                     float_to_int_overflow=conv.get("float_to_int_overflow", "saturate"))
         self.numerics = not options.timing_only
+        # hot-path copies of two per-operand checks (ops/base.tile): partition limit and the
+        # (engine, memory) pairs each engine may read
+        self.pmax = self.spec.tile_size.pmax
+        eng = self.spec.engines
+        self.readable = frozenset((e, m) for e in ("tensor", "vector", "scalar", "gpsimd", "dma")
+                                  for m in ("sbuf", "psum", "hbm")
+                                  if "r" in getattr(getattr(eng, e), m, ""))
         self.core_id = core_id
         self.program_id = program_id
         self.grid = grid
@@ -267,8 +274,9 @@ class KernelContext:
         if self.pending_zero:
             self._resolve_pending_zero(engine, reads, writes, loc)
         idx = len(tr.instructions)
+        intern = tr.intern
         ins = Instruction(idx, engine, opcode,
-                          tuple(tr.intern(r) for r in reads), tuple(tr.intern(r) for r in writes),
+                          tuple([intern(r) for r in reads]), tuple([intern(r) for r in writes]),
                           int(partitions), int(free), dtype_in, dtype_out, tuple(attrs),
                           loc if loc is not None else user_loc(), self.core_id)
         for r in reads:
@@ -406,6 +414,20 @@ def region(t) -> Region:
             r = _region(t)
         t._region = r
     return r
+
+
+def fresh_region(st, shape, dtype) -> Optional[Region]:
+    """The Region of a whole freshly allocated row-major tile (what ``_region`` computes for it,
+    without the walk over dims: every op's result tile needs one); None for HBM (rows x bytes
+    regions need the general walk)."""
+    if st.memory == "hbm":
+        return None
+    isz = st.sdtype.itemsize
+    free = 1
+    for s in shape[1:]:
+        free *= s
+    return Region(st.memory, st.region_id, st.name, 0, shape[0], 0, free * isz, shape[0] * free,
+                  dt.name(dtype), free * isz, False)
 
 
 def _region(t) -> Region:

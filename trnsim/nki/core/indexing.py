@@ -66,16 +66,58 @@ def _classify(k):
                         value=type(k).__name__)
 
 
+_VIEW_CACHE_MAX = 512  # views kept per tensor; kernels index the same tiles every iteration
+
+
+def _view_key(key):
+    """A hashable form of a subscript made only of Python ints and int/None slices, else None.
+    Exact type checks: ``True == 1`` must not find the view of ``1`` (booleans are an error)."""
+    if type(key) is not tuple:
+        key = (key,)
+    out = []
+    for k in key:
+        tk = type(k)
+        if tk is int:
+            out.append(k)
+        elif tk is slice:
+            a, b, c = k.start, k.stop, k.step
+            if (a is None or type(a) is int) and (b is None or type(b) is int) and \
+                    (c is None or type(c) is int):
+                out.append((a, b, c))
+            else:
+                return None
+        else:
+            return None
+    return tuple(out)
+
+
 def subscript(t: NkiTensor, key) -> NkiTensor:
     if t._gather is not None:
         raise IndexingError("a gathered (indirect) access cannot be indexed again", rule="index-gather")
     if t._blocks is not None:
         return _block_subscript(t, key)
-    ents = _normalize(t, key)
-    kinds = {k for k, _ in ents}
-    if kinds & {"expr", "arr", "tile"}:
-        return _advanced(t, ents)
-    return _basic(t, ents)
+    # a basic subscript is a pure function of the tensor's geometry and the key: the view is
+    # reused, with its cached array, fp32 view and trace region (kernels re-index every iteration)
+    vk = _view_key(key)
+    views = t._views
+    if vk is not None and views is not None:
+        v = views.get(vk)
+        if v is not None:
+            return v
+    if vk is not None and len(vk) <= len(t._shape):  # Python ints and slices: no classifying
+        ents = [("int", k) if type(k) is int else ("slice", k)
+                for k in (key if type(key) is tuple else (key,))]
+    else:
+        ents = _normalize(t, key)
+        kinds = {k for k, _ in ents}
+        if kinds & {"expr", "arr", "tile"}:
+            return _advanced(t, ents)
+    v = _basic(t, ents)
+    if vk is not None and v._gather is None:
+        if views is None or len(views) >= _VIEW_CACHE_MAX:
+            views = t._views = {}
+        views[vk] = v
+    return v
 
 
 def _basic(t: NkiTensor, ents) -> NkiTensor:

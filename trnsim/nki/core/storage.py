@@ -18,6 +18,10 @@ _ids = itertools.count(1)
 HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
 
 
+_U8 = np.dtype(np.uint8)
+_INIT_DTYPES = {1: _U8, 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
 class Storage:
     __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "_init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
@@ -88,6 +92,25 @@ class Storage:
     @init.setter
     def init(self, value: np.ndarray) -> None:
         self._init = value
+
+    @property
+    def init_dtype(self) -> np.dtype:
+        """How the init map is read and written: one unsigned integer as wide as an element, so a
+        mark is one aligned store (value 1: the element's first byte is 1, the rest 0) instead of
+        a strided byte store.  Manually placed storages alias tensors of other dtypes at any
+        byte, so they keep byte marks."""
+        if self.manual:
+            return _U8
+        return _INIT_DTYPES.get(self.sdtype.itemsize, _U8)
+
+    def all_initialized(self) -> bool:
+        """Every element of the allocation marked initialized (its first byte nonzero)."""
+        isz = self.sdtype.itemsize
+        n = self.nbytes // isz
+        d = self.init_dtype
+        if d.itemsize == isz:
+            return bool(self.init[:n * isz].view(d).all())
+        return bool(self.init[:n * isz:isz].all())
 
     def ensure_init_map(self) -> None:
         """Give a fully-initialized storage a real init map (before a partial, tainted write)."""

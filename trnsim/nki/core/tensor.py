@@ -75,7 +75,7 @@ class NkiTensor:
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __slots__ = ("_st", "_off", "_shape", "_strides", "_dtype", "_pdim", "_arr", "_gather",
                  "_blocks", "_fresh", "_mask", "_reduce_op", "_owner", "_name", "_region",
-                 "__weakref__")
+                 "_views", "_f32v", "__weakref__")
 
     def __init__(self, st: Storage, off: int, shape: Tuple[int, ...], strides: Tuple[int, ...],
                  dtype: np.dtype, pdim: Optional[int], *, gather: Optional[Gather] = None,
@@ -95,6 +95,8 @@ class NkiTensor:
         self._owner = owner
         self._name = name
         self._region = None  # cached trace Region (a view's geometry never changes)
+        self._views = None   # basic subscript key -> view (indexing.subscript)
+        self._f32v = None    # (fp32 shadow, this view of it) (ops.base.read_f32)
 
     # -- public attributes ------------------------------------------------------------------
     @property
@@ -194,11 +196,12 @@ class NkiTensor:
         return a
 
     def init_view(self) -> Optional[np.ndarray]:
-        """The init-byte map with this view's geometry (first byte of each element); None if full."""
+        """The init map with this view's geometry (nonzero: the element was written; see
+        ``Storage.init_dtype``); None if the storage is fully initialized."""
         st = self._st
         if st.full:
             return None
-        return np.ndarray(self._shape, dtype=np.uint8, buffer=st.init, offset=self._off,
+        return np.ndarray(self._shape, dtype=st.init_dtype, buffer=st.init, offset=self._off,
                           strides=self._strides)
 
     def _gather_read(self, mask) -> np.ndarray:

@@ -44,19 +44,19 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kw):
 
 
 def zeros(shape, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
     _fill(t, 0)
     return t
 
 
 def ones(shape, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
     _fill(t, 1)
     return t
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True)
+    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
     _fill(t, fill_value)
     return t
 

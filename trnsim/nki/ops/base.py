@@ -16,7 +16,7 @@ from ...errors import (AliasError, DtypeError, IndexingError, KernelError, Memor
                        PartitionError, ReadOnlyError, ShapeError, UnsupportedError)
 from ...source import describe, user_loc
 from ..core import dtypes as dt
-from ..core.context import KernelContext, current, region
+from ..core.context import KernelContext, current, fresh_region, region
 from ..core.index import mask_values
 from ..core.indexing import check_gather_bounds
 from ..core.storage import Storage
@@ -91,8 +91,10 @@ def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
     if ctx.api == "legacy" and engine == "gpsimd" and st.memory == "psum":
         t = implicit_copy(ctx, t, role, op)  # the legacy compiler stages PSUM through SBUF
         st = t._st
-    check_engine_access(ctx, engine, st.memory, "r", op, role, t)
-    check_partitions(ctx, t, role, op)
+    if (engine, st.memory) not in ctx.readable:
+        check_engine_access(ctx, engine, st.memory, "r", op, role, t)
+    if t._shape[0] > ctx.pmax:
+        check_partitions(ctx, t, role, op)
     if not st.accounted:
         ctx.charge(st, first=produced_at(ctx, t))
     t._fresh = None
@@ -284,10 +286,14 @@ def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
     st = t._st
     if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
         v, init = read(ctx, t, what)
-        isz = st.sdtype.itemsize
         sh = st.f32_shadow()
+        c = t._f32v
+        if c is not None and c[0] is sh:
+            return c[1], init
+        isz = st.sdtype.itemsize
         view = np.ndarray(t._shape, dtype=np.float32, buffer=sh, offset=t._off * 4 // isz,
                           strides=tuple(x * 4 // isz for x in t._strides))
+        t._f32v = (sh, view)  # a view re-read until the next write to its storage
         return view, init
     v, init = read(ctx, t, what)
     return (f32(v) if ctx.numerics else v), init
@@ -319,7 +325,7 @@ def _align(v: np.ndarray, shape) -> np.ndarray:
 # -- writing ---------------------------------------------------------------------------------
 
 def new_tile(ctx: KernelContext, shape: Tuple[int, ...], dtype: np.dtype, memory: str,
-             name: Optional[str] = None, fill: bool = False) -> NkiTensor:
+             name: Optional[str] = None, fill: bool = False, loc=None) -> NkiTensor:
     """A provisional tile for a result; counted against capacity only once used as an operand."""
     sd = dt.storage_dtype(dtype, ctx.options.precise_fp)
     isz = sd.itemsize
@@ -328,36 +334,44 @@ def new_tile(ctx: KernelContext, shape: Tuple[int, ...], dtype: np.dtype, memory
         free *= s
     pstride = free * isz
     st = ctx.new_storage(memory, memory, name, shape[0] * pstride, sd, shape[0], pstride,
-                         account=False, fill=fill)  # the producing instruction writes it next
+                         account=False, fill=fill, loc=loc)  # the producing instruction writes it next
     strides = []
     acc = isz
     for s in reversed(shape[1:]):
         strides.append(acc)
         acc *= s
     strides = (pstride,) + tuple(reversed(strides))
-    return NkiTensor(st, 0, tuple(shape), strides, dtype, 0)
+    t = NkiTensor(st, 0, tuple(shape), strides, dtype, 0)
+    t._region = fresh_region(st, t._shape, dtype)
+    return t
 
 
-def _adopt(ctx: KernelContext, values, shape, dtype, memory) -> Optional[NkiTensor]:
-    """A result array the op just computed becomes the fresh tile's storage (no copy), when it
-    already has the storage dtype and layout; None otherwise."""
+def _adopt(ctx: KernelContext, values, shape, dtype, memory, loc) -> Optional[NkiTensor]:
+    """A result array the op just computed, rounded to the destination dtype, becomes the fresh
+    tile's storage (no NaN-filled buffer to copy it into; a view is copied once); None when it
+    can't (packed or tf32 types, another shape)."""
     if values is None or not ctx.numerics:
         return None
     sd = dt.storage_dtype(dtype, ctx.options.precise_fp)
     if dtype != sd or dtype.fields is not None or dtype == dt.tfloat32:
         return None  # the write would round (tf32, packed types): keep the converting path
-    if values.dtype != sd or values.base is not None or not values.flags.c_contiguous \
-            or values.shape != shape or dt.is_int(sd) != dt.is_int(values.dtype) \
-            or ctx.convert.stochastic:
+    if values.shape != shape:
         return None
+    if values.dtype != sd:
+        values = ctx.convert(values, dtype)  # the rounding write() would do, into a fresh array
+        if values.dtype != sd:
+            return None
+    if values.base is not None or not values.flags.c_contiguous:
+        values = values.copy(order="C")  # a view of an operand (a DMA'd slice, a broadcast)
     isz = sd.itemsize
     free = values.size // shape[0] if shape[0] else 0
     pstride = free * isz
-    from ..core.storage import Storage
     st = Storage(memory=memory, kind=memory, name=f"t{next(ctx.name_counter)}",
                  nbytes=values.nbytes, sdtype=sd, partitions=shape[0], pstride=pstride,
-                 loc=user_loc(), data=values.reshape(-1).view(np.uint8), full=True)
-    return NkiTensor(st, 0, shape, values.strides, dtype, 0)
+                 loc=loc, data=values.reshape(-1).view(np.uint8), full=True)
+    t = NkiTensor(st, 0, shape, values.strides, dtype, 0)
+    t._region = fresh_region(st, shape, dtype)
+    return t
 
 
 def check_writable(ctx: KernelContext, t: NkiTensor, op: str) -> None:
@@ -432,8 +446,7 @@ def _mark_init(ctx: KernelContext, dst: NkiTensor, init, mask) -> None:
                     st.written += dst.size * dst.itemsize
                     if st.written >= st.nbytes:
                         st.written = 0
-                        # the map marks the first byte of each element
-                        if st.init[:st.nbytes:st.sdtype.itemsize].all():
+                        if st.all_initialized():
                             st.full = True
         else:
             np.copyto(iv, 1, where=_align(mask, iv.shape))
@@ -500,19 +513,20 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
     if dtype_in is None:
         dtype_in = dt.name(reads[0].dtype) if reads and hasattr(reads[0], "dtype") else "-"
     rregs = [region(r) for r in reads if isinstance(r, NkiTensor)]
+    loc = user_loc()
     if dst is None:
-        out = _adopt(ctx, values, tuple(out_shape), out_dtype, memory) \
+        out = _adopt(ctx, values, tuple(out_shape), out_dtype, memory, loc) \
             if (mask is None and init is None) else None
         if out is None:
             out = new_tile(ctx, tuple(out_shape), out_dtype, memory,
-                           fill=isinstance(mask, np.ndarray))  # masked-off lanes keep NaN
+                           fill=isinstance(mask, np.ndarray), loc=loc)  # masked-off lanes keep NaN
             if mask is False:
                 out._mask = False
                 return out
             write(ctx, out, values, init, mask)
         wregs = [region(out)] + [region(w) for w in extra_writes]
         idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
-                         dt.name(out_dtype), tuple(attrs))
+                         dt.name(out_dtype), tuple(attrs), loc)
         out._fresh = (ctx, idx, engine, opcode)
         out._mask = mask
         return out
@@ -535,7 +549,7 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
     if reduce_op is not None:
         rregs.append(region(dst))
     idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
-                     dt.name(dst._dtype), tuple(attrs))
+                     dt.name(dst._dtype), tuple(attrs), loc)
     return Produced(idx)
 
 

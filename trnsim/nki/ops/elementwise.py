@@ -129,7 +129,7 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
     if dtype is None:
         od = _true_div(name, od)
     try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
+        shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ShapeError(f"nl.{op}: shapes {a.shape} and {b.shape} do not broadcast",
                          rule="broadcast-shape", value=(a.shape, b.shape), where=where()) from None

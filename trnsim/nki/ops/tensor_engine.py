@@ -113,12 +113,12 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     else:
         od = dt.float32
     on = dt.name(od)
-    allowed_out = set(te.output_dtypes)
+    allowed_out = te.output_dtypes
     if is_transpose and te.transpose_keeps_16bit:
-        allowed_out |= {"bfloat16", "float16"}
+        allowed_out = tuple(allowed_out) + ("bfloat16", "float16")
     if on not in allowed_out:
         raise DtypeError(f"{opcode}: PSUM output dtype {on} is not supported on {spec.name}",
-                         rule="matmul-output-dtype", limit=", ".join(sorted(allowed_out)), value=on,
+                         rule="matmul-output-dtype", limit=", ".join(sorted(set(allowed_out))), value=on,
                          where=where())
     nmax = te.max_moving_free if od.itemsize == 4 else te.max_moving_free_16bit_out
     if N > nmax:

@@ -100,21 +100,24 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None, **kw):
 
 def zeros(shape, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.zeros")
-    t = ndarray(shape, dtype, buffer, name)
+    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
+                       poison=False)
     _alloc.fill(t, 0)
     return t
 
 
 def ones(shape, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.ones")
-    t = ndarray(shape, dtype, buffer, name)
+    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
+                       poison=False)
     _alloc.fill(t, 1)
     return t
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.full")
-    t = ndarray(shape, dtype, buffer, name)
+    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
+                       poison=False)
     _alloc.fill(t, fill_value)
     return t
 
