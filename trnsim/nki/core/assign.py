@@ -17,6 +17,7 @@ from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError
 from . import dtypes as dt
 from .context import current, region
 from .tensor import NkiTensor
+from .trace import Instruction
 from ..ops import base, elementwise  # noqa: E402  (assign is loaded after the ops, on first use)
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")
@@ -185,14 +186,18 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
             vals = np.where(was, base.f32(old) + vals, vals)
     if vals is not None or not ctx.numerics:
         base.write(ctx, dst, vals, pinit, mask)
-    ins = ctx.trace.instructions[idx]
-    dreg = ctx.trace.intern(region(dst))
+    tr = ctx.trace
+    ins = tr.instructions[idx]
+    dreg = tr.intern(region(dst))
     attrs = ins.attrs
     if attrs and attrs[0][0] == "accumulate":  # where nc_matmul puts it
         attrs = attrs[1:]
     else:
         attrs = tuple((k, v) for k, v in attrs if k != "accumulate")
     attrs += (("accumulate", True),)
-    ctx.trace.patch(idx, writes=(dreg,) + ins.writes[1:], reads=ins.reads + (dreg,), attrs=attrs,
-                    dtype_out=dt.name(dst._dtype))
+    # the product now reads and writes the accumulator (built directly: this runs per matmul)
+    tr.instructions[idx] = Instruction(ins.index, ins.engine, ins.opcode, ins.reads + (dreg,),
+                                       (dreg,) + ins.writes[1:], ins.partitions, ins.free,
+                                       ins.dtype_in, dt.name(dst._dtype), attrs, ins.source,
+                                       ins.core)
     ctx.touch(dreg, idx)

@@ -188,6 +188,7 @@ class KernelContext:
         # hot-path copies of two per-operand checks (ops/base.tile): partition limit and the
         # (engine, memory) pairs each engine may read
         self.pmax = self.spec.tile_size.pmax
+        self.op_plans: Dict[tuple, tuple] = {}  # per-shape results of an op's rule checks
         eng = self.spec.engines
         self.readable = frozenset((e, m) for e in ("tensor", "vector", "scalar", "gpsimd", "dma")
                                   for m in ("sbuf", "psum", "hbm")

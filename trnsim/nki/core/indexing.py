@@ -143,6 +143,16 @@ def _basic(t: NkiTensor, ents) -> NkiTensor:
                 out_strides.append(s)
             continue
         start, stop, step = k.start, k.stop, k.step
+        if step is None and (start is None and stop is None or
+                             type(start) is int and type(stop) is int and 0 <= start < stop <= n):
+            # ``:`` or an in-range ``lo:hi`` (what kernels write): no normalizing needed
+            lo = 0 if start is None else start
+            off += lo * s
+            if on_chip and d == pdim:
+                new_pdim = len(out_shape)
+            out_shape.append(n if start is None else stop - start)
+            out_strides.append(s)
+            continue
         step = 1 if step is None else int(step)
         if step == 0:
             raise IndexingError("slice step cannot be zero", rule="index-slice")

@@ -371,6 +371,7 @@ def _adopt(ctx: KernelContext, values, shape, dtype, memory, loc) -> Optional[Nk
                  loc=loc, data=values.reshape(-1).view(np.uint8), full=True)
     t = NkiTensor(st, 0, shape, values.strides, dtype, 0)
     t._region = fresh_region(st, shape, dtype)
+    t._arr = values  # what array() would build: the storage seen with the tile's geometry
     return t
 
 
@@ -512,7 +513,7 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
             free *= s
     if dtype_in is None:
         dtype_in = dt.name(reads[0].dtype) if reads and hasattr(reads[0], "dtype") else "-"
-    rregs = [region(r) for r in reads if isinstance(r, NkiTensor)]
+    rregs = [r._region or region(r) for r in reads if isinstance(r, NkiTensor)]
     loc = user_loc()
     if dst is None:
         out = _adopt(ctx, values, tuple(out_shape), out_dtype, memory, loc) \
@@ -524,7 +525,9 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
                 out._mask = False
                 return out
             write(ctx, out, values, init, mask)
-        wregs = [region(out)] + [region(w) for w in extra_writes]
+        wregs = [out._region or region(out)]
+        if extra_writes:
+            wregs += [region(w) for w in extra_writes]
         idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
                          dt.name(out_dtype), tuple(attrs), loc)
         out._fresh = (ctx, idx, engine, opcode)

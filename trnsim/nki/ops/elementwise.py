@@ -146,7 +146,9 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
         eng = "gpsimd"
     vals = None
     if ctx.numerics:
-        vals = np.broadcast_to(_compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints), shape)
+        vals = _compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints)
+        if vals.shape != shape:  # a broadcast view only when needed: a fresh result is adopted
+            vals = np.broadcast_to(vals, shape)
     init = base.and_init(tuple(shape), ia, ib)
     for t in (a, b):
         base.check_free_size(ctx, t, "operand", f"nl.{op}")
@@ -218,7 +220,7 @@ def _tensor_scalar(ctx, dst, data: NkiTensor, ops, od, mask, eng, opname, opcode
         if vals is not None:
             vals = _compute(name, ov, vals, ints) if rev else _compute(name, vals, ov, ints)
         attrs.append((f"op{i}", name))
-    if vals is not None:
+    if vals is not None and vals.shape != tuple(shape):
         vals = np.broadcast_to(vals, shape)
     if ints and eng == "vector" and all(n in _INT_EXACT for n, _, _ in ops if n):
         eng = "gpsimd"

@@ -49,10 +49,77 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
               is_transpose=False, tile_position=(), tile_size=(), mask=None, perf_mode=None,
               accumulate=None, opcode="nc_matmul"):
     ctx = current()
-    spec = ctx.spec
-    te = spec.tensor
+    te = ctx.spec.tensor
     s = sbuf_operand(ctx, stationary, "stationary", opcode)
     mv = sbuf_operand(ctx, moving, "moving", opcode)
+    # every check below depends only on this key: kernels issue the same matmul shape thousands
+    # of times, so the checks run once per shape and the result is reused
+    plans = ctx.op_plans
+    try:
+        key = (opcode, s._shape, s._dtype, mv._shape, mv._dtype, is_transpose, perf_mode,
+               tuple(tile_position), tuple(tile_size), accumulate, bool(is_stationary_onezero),
+               bool(is_moving_onezero),
+               None if dst is None else (dst._shape, dst._dtype, dst._st.memory, dst.size))
+        plan = plans.get(key)
+    except (TypeError, AttributeError):  # an odd argument: no caching, the checks report it
+        plan = None
+        key = None
+    if plan is None:
+        plan = _matmul_plan(ctx, te, s, mv, dst, is_stationary_onezero, is_moving_onezero,
+                            is_transpose, tile_position, tile_size, perf_mode, accumulate, opcode)
+        if key is not None:
+            plans[key] = plan
+    K, M, N, mode, od, sname, out_shape, attrs = plan
+    m = legacy_mask(mask, out_shape)
+    vs, i_s = base.read_f32(ctx, s, opcode)
+    vm, i_m = base.read_f32(ctx, mv, opcode)
+    vals = None
+    if ctx.numerics:
+        a = vs.reshape(-1, M)
+        b = vm.reshape(-1, N)
+        vals = a.T @ b
+        if vals.shape != tuple(out_shape):  # reshape only when needed: a fresh array is adopted
+            vals = vals.reshape(out_shape)     # as the result tile's storage (no copy)
+        if is_transpose and te.transpose_keeps_16bit:
+            # gen3+ transpose mode passes the stationary data through instead of
+            # multiply-accumulating, so NaN/Inf and -0 survive bit-exactly [ARCH3]; a 0/1 moving
+            # tile with at most one 1 per column (an identity) selects stationary rows
+            sel = b != 0
+            if (sel.sum(axis=0) <= 1).all() and (b[sel] == 1).all():
+                picked = a[sel.argmax(axis=0), :].T
+                vals = np.where(sel.any(axis=0)[None, :], picked, np.float32(0)).reshape(out_shape)
+    init = None
+    if i_s is not None or i_m is not None:
+        cs = np.ones(M, bool) if i_s is None else i_s.reshape(-1, M).all(axis=0)
+        cm = np.ones(N, bool) if i_m is None else i_m.reshape(-1, N).all(axis=0)
+        init = (cs[:, None] & cm[None, :]).reshape(out_shape)
+    if dst is None:
+        return emit(ctx, dst=None, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
+                    engine="tensor", opcode=opcode, reads=[s, mv], memory="psum", partitions=K,
+                    free=N, attrs=attrs, dtype_in=sname)
+    # new API: accumulate None -> overwrite where PSUM was never written since allocation, else add
+    base.check_writable(ctx, dst, opcode)
+    if vals is not None and m is not False:
+        old = dst.array()
+        if accumulate is True:
+            vals = f32(old) + vals
+        elif accumulate is None:
+            if dst._st.full:
+                vals = f32(old) + vals
+            else:
+                vals = np.where(base.written(ctx, dst, opcode), f32(old) + vals, vals)
+    acc_reads = [s, mv] + ([dst] if accumulate is not False else [])
+    attrs = (("accumulate", accumulate is not False),) + attrs[1:]
+    return emit(ctx, dst=dst, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
+                engine="tensor", opcode=opcode, reads=acc_reads, memory="psum", partitions=K,
+                free=N, attrs=attrs, dtype_in=sname)
+
+
+def _matmul_plan(ctx, te, s, mv, dst, is_stationary_onezero, is_moving_onezero, is_transpose,
+                 tile_position, tile_size, perf_mode, accumulate, opcode):
+    """The hardware-rule checks of one matmul shape and what follows from them:
+    (K, M, N, perf mode, output dtype, stationary dtype name, output shape, trace attrs)."""
+    spec = ctx.spec
     mode = _perf_mode(perf_mode)
     sname, mname = dt.name(s.dtype), dt.name(mv.dtype)
     for t, n, role in ((s, sname, "stationary"), (mv, mname, "moving")):
@@ -135,29 +202,6 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
             raise ShapeError(f"{opcode}: dst {dst.shape} does not fit the result ({M}, {N})",
                              rule="dst-shape", limit=out_shape, value=dst.shape, where=where())
         out_shape = dst.shape
-    m = legacy_mask(mask, out_shape)
-    vs, i_s = base.read_f32(ctx, s, opcode)
-    vm, i_m = base.read_f32(ctx, mv, opcode)
-    vals = None
-    if ctx.numerics:
-        a = vs.reshape(-1, M)
-        b = vm.reshape(-1, N)
-        vals = a.T @ b
-        if vals.shape != tuple(out_shape):  # reshape only when needed: a fresh array is adopted
-            vals = vals.reshape(out_shape)     # as the result tile's storage (no copy)
-        if is_transpose and te.transpose_keeps_16bit:
-            # gen3+ transpose mode passes the stationary data through instead of
-            # multiply-accumulating, so NaN/Inf and -0 survive bit-exactly [ARCH3]; a 0/1 moving
-            # tile with at most one 1 per column (an identity) selects stationary rows
-            sel = b != 0
-            if (sel.sum(axis=0) <= 1).all() and (b[sel] == 1).all():
-                picked = a[sel.argmax(axis=0), :].T
-                vals = np.where(sel.any(axis=0)[None, :], picked, np.float32(0)).reshape(out_shape)
-    init = None
-    if i_s is not None or i_m is not None:
-        cs = np.ones(M, bool) if i_s is None else i_s.reshape(-1, M).all(axis=0)
-        cm = np.ones(N, bool) if i_m is None else i_m.reshape(-1, N).all(axis=0)
-        init = (cs[:, None] & cm[None, :]).reshape(out_shape)
     attrs = [("accumulate", bool(accumulate) if accumulate is not None else False),
              ("moving_free", N), ("stationary_free", M), ("contraction", K * (2 if mode else 1))]
     if mode:
@@ -168,26 +212,7 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         attrs.append(("tile_size", tuple(tile_size)))
     if is_stationary_onezero or is_moving_onezero:
         attrs.append(("onezero", True))
-    if dst is None:
-        return emit(ctx, dst=None, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
-                    engine="tensor", opcode=opcode, reads=[s, mv], memory="psum", partitions=K,
-                    free=N, attrs=attrs, dtype_in=sname)
-    # new API: accumulate None -> overwrite where PSUM was never written since allocation, else add
-    base.check_writable(ctx, dst, opcode)
-    if vals is not None and m is not False:
-        old = dst.array()
-        if accumulate is True:
-            vals = f32(old) + vals
-        elif accumulate is None:
-            if dst._st.full:
-                vals = f32(old) + vals
-            else:
-                vals = np.where(base.written(ctx, dst, opcode), f32(old) + vals, vals)
-    acc_reads = [s, mv] + ([dst] if accumulate is not False else [])
-    attrs[0] = ("accumulate", accumulate is not False)
-    return emit(ctx, dst=dst, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
-                engine="tensor", opcode=opcode, reads=acc_reads, memory="psum", partitions=K,
-                free=N, attrs=attrs, dtype_in=sname)
+    return K, M, N, mode, od, sname, tuple(out_shape), tuple(attrs)
 
 
 def _check_tiling(te, position, size, K, M, op):
