@@ -196,8 +196,7 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
         attrs = tuple((k, v) for k, v in attrs if k != "accumulate")
     attrs += (("accumulate", True),)
     # the product now reads and writes the accumulator (built directly: this runs per matmul)
-    tr.instructions[idx] = Instruction(ins.index, ins.engine, ins.opcode, ins.reads + (dreg,),
-                                       (dreg,) + ins.writes[1:], ins.partitions, ins.free,
-                                       ins.dtype_in, dt.name(dst._dtype), attrs, ins.source,
-                                       ins.core)
+    tr.instructions[idx] = tuple.__new__(Instruction, (
+        ins.index, ins.engine, ins.opcode, ins.reads + (dreg,), (dreg,) + ins.writes[1:],
+        ins.partitions, ins.free, ins.dtype_in, dt.name(dst._dtype), attrs, ins.source, ins.core))
     ctx.touch(dreg, idx)

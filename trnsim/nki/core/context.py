@@ -276,10 +276,10 @@ class KernelContext:
             self._resolve_pending_zero(engine, reads, writes, loc)
         idx = len(tr.instructions)
         intern = tr.intern
-        ins = Instruction(idx, engine, opcode,
-                          tuple([intern(r) for r in reads]), tuple([intern(r) for r in writes]),
-                          int(partitions), int(free), dtype_in, dtype_out, tuple(attrs),
-                          loc if loc is not None else user_loc(), self.core_id)
+        ins = _tuple_new(Instruction, (idx, engine, opcode, tuple([intern(r) for r in reads]),
+                                       tuple([intern(r) for r in writes]), int(partitions),
+                                       int(free), dtype_in, dtype_out, tuple(attrs),
+                                       loc if loc is not None else user_loc(), self.core_id))
         for r in reads:
             m = r.memory
             if m == "sbuf":
@@ -398,6 +398,7 @@ class running:
 
 
 # -- regions ---------------------------------------------------------------------------------
+_tuple_new = tuple.__new__
 def region(t) -> Region:
     """The Region a tensor view covers (bounding box for gathers, flagged indirect)."""
     r = t._region
@@ -427,8 +428,9 @@ def fresh_region(st, shape, dtype) -> Optional[Region]:
     free = 1
     for s in shape[1:]:
         free *= s
-    return Region(st.memory, st.region_id, st.name, 0, shape[0], 0, free * isz, shape[0] * free,
-                  dt.name(dtype), free * isz, False)
+    # tuple.__new__: the NamedTuple's own __new__ is a Python function, and this runs per op
+    return _tuple_new(Region, (st.memory, st.region_id, st.name, 0, shape[0], 0, free * isz,
+                               shape[0] * free, dt.name(dtype), free * isz, False))
 
 
 def _region(t) -> Region:

@@ -22,6 +22,9 @@ _U8 = np.dtype(np.uint8)
 _INIT_DTYPES = {1: _U8, 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
+_FILL_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 class Storage:
     __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "_init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
@@ -139,8 +142,17 @@ def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:
     if sdtype.kind == "f" or sdtype.kind == "V" or str(sdtype) in ("bfloat16",) or \
             sdtype.name.startswith("float"):
         try:
-            typed[:] = np.nan
-            return
+            with np.errstate(invalid="ignore"):
+                pattern = np.full(1, np.nan, dtype=np.float32).astype(sdtype)
         except (ValueError, TypeError):
-            pass
+            pattern = None
+        if pattern is not None:
+            # the NaN's bytes, stored through an unsigned view: one memset-speed pass (assigning
+            # NaN through a bfloat16/fp8 view converts per element, ~15x slower)
+            bits = _FILL_UINT.get(sdtype.itemsize)
+            if bits is not None:
+                buf[: n * sdtype.itemsize].view(bits).fill(pattern.view(bits)[0])
+            else:
+                typed[:] = pattern[0]
+            return
     typed[:] = 4 if sdtype.kind in "iu" else 0  # the official simulator's integer sentinel

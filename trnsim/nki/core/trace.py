@@ -318,6 +318,9 @@ class Trace:
     instructions: InstructionList = field(default_factory=InstructionList)
     meta: Dict[str, Any] = field(default_factory=dict)
     _regions: Dict[tuple, Region] = field(default_factory=dict, repr=False)
+    # id -> the interned Region object itself (kept alive by _regions, so ids stay unique): most
+    # regions come back as the same cached object, found without hashing its 11 fields
+    _interned_ids: Dict[int, Region] = field(default_factory=dict, repr=False)
     # index remappings made while the kernel ran (fastforward.py), oldest first: lists of
     # (lo, hi, delta) windows, so an index held since before a remapping can be resolved
     _remaps: List[List[Tuple[int, int, int]]] = field(default_factory=list, repr=False)
@@ -335,12 +338,22 @@ class Trace:
     def __getitem__(self, i):
         return self.instructions[i]
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_interned_ids"] = {}  # ids mean nothing in another process or copy
+        return state
+
     def intern(self, r: Region) -> Region:
         """Share identical regions between instructions (keeps 1M-instruction traces small)."""
+        got = self._interned_ids.get(id(r))
+        if got is not None:
+            return got
         got = self._regions.get(r)
         if got is None:
             self._regions[r] = r
             got = r
+        if got is r:
+            self._interned_ids[id(r)] = r
         return got
 
     def append(self, ins: Instruction) -> int:
