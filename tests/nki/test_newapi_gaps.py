@@ -392,3 +392,43 @@ def test_host_arithmetic_on_a_loop_register_is_named():
         _counts_kernel(loops)(np.zeros((1, 1), np.float32))
     assert ei.value.rule == "register-host-arithmetic"
     assert "i * 128" in ei.value.where
+
+
+# -- nl.abs_max / nl.abs_min (trn3 language functions) ------------------------------------------
+
+def _by_magnitude_kernel(fn):
+    @nki.jit
+    def k(x, y):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=b, src=y)
+        nisa.dma_copy(dst=out, src=fn(a, b))
+        return out
+    return k
+
+
+def test_abs_max_and_abs_min_return_the_signed_input_and_y_on_ties(target):
+    target("trn3")
+    x, y = _signed(7), _signed(8)
+    x[:, 0], y[:, 0] = 1.0, -1.0       # ties (|x| == |y|) give y
+    x[:, 1], y[:, 1] = -5.0, 3.0       # the docs' example: abs_max(-5, 3) = -5, abs_min = 3
+    want_max = np.where(np.abs(x) > np.abs(y), x, y)
+    want_min = np.where(np.abs(x) < np.abs(y), x, y)
+    got_max = _by_magnitude_kernel(nl.abs_max)(x, y)
+    got_min = _by_magnitude_kernel(nl.abs_min)(x, y)
+    np.testing.assert_array_equal(got_max, want_max)
+    np.testing.assert_array_equal(got_min, want_min)
+    assert (got_max[:, 0] == -1.0).all() and (got_min[:, 0] == -1.0).all()
+    assert (got_max[:, 1] == -5.0).all() and (got_min[:, 1] == 3.0).all()
+
+
+def test_abs_max_function_needs_trn3_but_the_alu_token_keeps_the_magnitude(target):
+    target("trn2")
+    x = _signed(9)
+    with pytest.raises(GenerationError) as ei:
+        _by_magnitude_kernel(nl.abs_max)(x, x)
+    assert ei.value.rule == "api-generation" and ei.value.limit == "gen4+"
+    # as an ALU op of an ISA instruction it is the amax idiom: abs_max(x, 0) = |x|
+    np.testing.assert_array_equal(_ts_kernel(np.float32, nl.abs_max, 0.0)(x), np.abs(x))

@@ -122,6 +122,11 @@ def _lgc(f):
     return g
 
 
+def _pick_by_magnitude(a, b, wins) -> np.ndarray:
+    a, b = _f32(a), _f32(b)
+    return np.where(wins(np.abs(a), np.abs(b)), a, b)
+
+
 BINARY: Dict[str, Callable] = {
     "add": lambda a, b: np.add(_f32(a), _f32(b)),
     "subtract": lambda a, b: np.subtract(_f32(a), _f32(b)),
@@ -133,6 +138,12 @@ BINARY: Dict[str, Callable] = {
     "mod": _mod,
     "fmod": _fmod,
     "abs_max": lambda a, b: np.maximum(np.abs(_f32(a)), np.abs(_f32(b))),
+    # the trn3 language functions nl.abs_max / nl.abs_min: the signed original of the input with
+    # the larger / smaller magnitude, y on ties (docs: nki.language.abs_max, abs_min); the ALU
+    # token abs_max given to ISA ops keeps returning the magnitude (the amax idiom of
+    # quantization kernels, abs_max(x, 0) = |x|)
+    "abs_max_signed": lambda a, b: _pick_by_magnitude(a, b, np.greater),
+    "abs_min_signed": lambda a, b: _pick_by_magnitude(a, b, np.less),
     "equal": _cmp(np.equal),
     "not_equal": _cmp(np.not_equal),
     "less": _cmp(np.less),

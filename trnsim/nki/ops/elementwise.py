@@ -71,6 +71,17 @@ def check_ts_op(ctx, name: str, operand, opname: str, role: str, *, bitvec_ok: b
                               where=where())
 
 
+def check_generation(what: str, min_gen: int) -> None:
+    """An API the docs mark as available from NeuronCore-v<min_gen> only."""
+    ctx = current()
+    gen = ctx.spec.generation
+    if gen < min_gen:
+        from ...errors import GenerationError
+        raise GenerationError(f"{what} needs NeuronCore-v{min_gen} or newer (the target is "
+                              f"{ctx.spec.name})", rule="api-generation",
+                              limit=f"gen{min_gen}+", value=f"gen{gen}", where=where())
+
+
 def apply_ts_op(name: str, x, operand_value, reverse: bool, ints: bool = False):
     """One stage of ``(data op0 operand0) op1 operand1``; unary ops ignore the operand."""
     if name in TS_UNARY:

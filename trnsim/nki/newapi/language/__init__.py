@@ -269,7 +269,22 @@ minimum = _binary("minimum")
 power = _binary("power")
 mod = _binary("mod")
 fmod = _binary("fmod")  # C fmod: the sign of the dividend (nl.mod: of the divisor)
-abs_max = _binary("abs_max")
+
+
+def _by_magnitude(name):
+    def f(x, y, dtype=None, **kw):
+        _reject(kw, f"nl.{name}")
+        _ew.check_generation(f"nl.{name}", 4)
+        return _ew.binary(f"{name}_signed", x, y, dtype=dtype, opname=name)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = (f"Elementwise {name}: the signed value of the input with the "
+                 f"{'larger' if name == 'abs_max' else 'smaller'} magnitude (y on ties); "
+                 "NeuronCore-v4 (trn3) only.")
+    return f
+
+
+abs_max = common.alu("abs_max", _by_magnitude("abs_max"))
 equal = _binary("equal")
 not_equal = _binary("not_equal")
 less = _binary("less")
@@ -319,7 +334,7 @@ identity = bypass
 gelu_apprx_sigmoid_dx = _token_only("gelu_apprx_sigmoid_dx", None)
 average = _token_only("average", None)
 prelu = _token_only("prelu", None)
-abs_min = _token_only("abs_min", None)
+abs_min = _by_magnitude("abs_min")
 
 
 def where(condition, x, y, dtype=None, **kw):
