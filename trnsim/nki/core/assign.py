@@ -141,7 +141,8 @@ def inplace(dst: NkiTensor, other: Any, name: str, *, temporary: bool) -> NkiTen
             return dst
         f = other._fresh
         if name == "add" and f is not None and temporary and f[0] is ctx and f[3] in _MATMUL_OPS \
-                and dst._st.memory == "psum" and dst.size == other.size:
+                and dst._st.memory == "psum" and (dst._shape == other._shape or
+                                                  dst.size == other.size):
             accumulate_into(ctx, dst, other)
             return dst
         elementwise.tensor_tensor_into(ctx, dst, dst, other, name)
@@ -160,10 +161,11 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     idx = ctx.trace.resolve(idx)
     base.check_writable(ctx, dst, opcode)
     acc_types = ctx.spec.tensor.output_dtypes  # PSUM read-add-write runs in these (fp32; +bf16 v4)
-    if dt.name(dst.dtype) not in acc_types:
+    dname = dt.name(dst._dtype)
+    if dname not in acc_types:
         raise DtypeError(f"{opcode}: accumulating into PSUM tile '{dst.name}' of dtype "
-                         f"{dt.name(dst.dtype)}", rule="psum-accumulate-dtype",
-                         limit=", ".join(acc_types), value=dt.name(dst.dtype), where=base.where())
+                         f"{dname}", rule="psum-accumulate-dtype",
+                         limit=", ".join(acc_types), value=dname, where=base.where())
     mask = prod._mask
     vals = prod.array() if ctx.numerics else None
     pinit = None if prod._st.full else prod.init_view()
@@ -198,5 +200,5 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     # the product now reads and writes the accumulator (built directly: this runs per matmul)
     tr.instructions[idx] = tuple.__new__(Instruction, (
         ins.index, ins.engine, ins.opcode, ins.reads + (dreg,), (dreg,) + ins.writes[1:],
-        ins.partitions, ins.free, ins.dtype_in, dt.name(dst._dtype), attrs, ins.source, ins.core))
+        ins.partitions, ins.free, ins.dtype_in, dname, attrs, ins.source, ins.core))
     ctx.touch(dreg, idx)

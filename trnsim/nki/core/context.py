@@ -82,9 +82,6 @@ class Accountant:
             self.manual_end = end
         self.manual_names.append(st.name)
 
-    def release(self, st: Storage) -> None:
-        st.accountant = None
-
     def check(self, spill: bool = False) -> None:
         """Raise if live automatically placed tensors plus manual reservations exceed capacity.
         ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once."""
@@ -269,14 +266,18 @@ class KernelContext:
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, engine: str, opcode: str, reads, writes, partitions: int, free: int,
-               dtype_in: str, dtype_out: str, attrs: Tuple = (), loc: Optional[SourceLoc] = None
-               ) -> int:
+               dtype_in: str, dtype_out: str, attrs: Tuple = (), loc: Optional[SourceLoc] = None,
+               fresh_writes: bool = False) -> int:
+        """Append one instruction.  ``fresh_writes``: the writes are new tiles' own regions,
+        unique by construction, so interning them would only grow the table."""
         tr = self.trace
         if self.pending_zero:
             self._resolve_pending_zero(engine, reads, writes, loc)
-        idx = len(tr.instructions)
+        il = tr.instructions
+        idx = il._n
         intern = tr.intern
         ins = _tuple_new(Instruction, (idx, engine, opcode, tuple([intern(r) for r in reads]),
+                                       tuple(writes) if fresh_writes else
                                        tuple([intern(r) for r in writes]), int(partitions),
                                        int(free), dtype_in, dtype_out, tuple(attrs),
                                        loc if loc is not None else user_loc(), self.core_id))
@@ -292,7 +293,8 @@ class KernelContext:
                 self.sbuf.touch(r.tensor, idx, True)
             elif m == "psum":
                 self.psum.touch(r.tensor, idx, True)
-        return tr.append(ins)
+        il.append(ins)
+        return idx
 
     def _resolve_pending_zero(self, engine, reads, writes, loc) -> None:
         pz = self.pending_zero

@@ -120,14 +120,6 @@ class Storage:
         if self.full and self.init.size < self.nbytes:
             self.init = np.ones(max(self.nbytes, 1), dtype=np.uint8)
 
-    def __del__(self):
-        acc = self.accountant
-        if acc is not None:
-            try:
-                acc.release(self)
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
-
     def __repr__(self):
         return f"Storage({self.name!r}, {self.kind}, {self.nbytes} B)"
 

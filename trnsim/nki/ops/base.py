@@ -73,7 +73,7 @@ def need_tensor(x: Any, role: str, op: str) -> NkiTensor:
 def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
          memories: Tuple[str, ...] = ("sbuf", "psum")) -> NkiTensor:
     """An on-chip tile operand read by ``engine``; fresh results become real allocations."""
-    t = need_tensor(x, role, op)
+    t = x if type(x) is NkiTensor else need_tensor(x, role, op)
     st = t._st
     if st.memory == "hbm":
         raise MemoryAccessError(f"{op}: {role} '{t.name}' is in HBM; compute engines read SBUF/PSUM "
@@ -529,7 +529,7 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
         if extra_writes:
             wregs += [region(w) for w in extra_writes]
         idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
-                         dt.name(out_dtype), tuple(attrs), loc)
+                         dt.name(out_dtype), tuple(attrs), loc, fresh_writes=not extra_writes)
         out._fresh = (ctx, idx, engine, opcode)
         out._mask = mask
         return out

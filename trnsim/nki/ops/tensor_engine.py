@@ -26,7 +26,7 @@ _DOUBLE_ROW = ("double_row", "double_row_gen3", "double_row_gen4")
 def sbuf_operand(ctx, x, role: str, op: str) -> NkiTensor:
     """A matmul operand must be in SBUF; legacy code may pass a PSUM result (the compiler copies it
     to SBUF first, and so do we, tracing the copy)."""
-    t = base.need_tensor(x, role, op)
+    t = x if type(x) is NkiTensor else base.need_tensor(x, role, op)
     if t._st.memory == "psum" and ctx.api == "legacy":
         t = base.implicit_copy(ctx, t, role, op)
     return tile(ctx, t, role, op, "tensor", memories=("sbuf",))
