@@ -513,6 +513,9 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
             free *= s
     if dtype_in is None:
         dtype_in = dt.name(reads[0].dtype) if reads and hasattr(reads[0], "dtype") else "-"
+    if dst is None and mask is None and init is None and not extra_writes:
+        return emit_fresh(ctx, values, tuple(out_shape), out_dtype, engine, opcode, reads,
+                          memory, partitions, free, tuple(attrs), dtype_in)
     rregs = [r._region or region(r) for r in reads if isinstance(r, NkiTensor)]
     loc = user_loc()
     if dst is None:
@@ -554,6 +557,23 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
     idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
                      dt.name(dst._dtype), tuple(attrs), loc)
     return Produced(idx)
+
+
+def emit_fresh(ctx: KernelContext, values, out_shape: Tuple[int, ...], out_dtype: np.dtype,
+               engine: str, opcode: str, reads: Sequence, memory: str, partitions: int,
+               free: int, attrs: tuple, dtype_in: str) -> NkiTensor:
+    """``emit`` for the commonest case, called positionally by hot ops: an unmasked result with
+    every input initialized, into a fresh tile."""
+    rregs = [r._region or region(r) for r in reads if isinstance(r, NkiTensor)]
+    loc = user_loc()
+    out = _adopt(ctx, values, out_shape, out_dtype, memory, loc)
+    if out is None:
+        out = new_tile(ctx, out_shape, out_dtype, memory, loc=loc)
+        write(ctx, out, values, None, None)
+    idx = ctx.record(engine, opcode, rregs, [out._region or region(out)], partitions, free,
+                     dtype_in, dt.name(out_dtype), attrs, loc, fresh_writes=True)
+    out._fresh = (ctx, idx, engine, opcode)
+    return out
 
 
 def _size(shape) -> int:

@@ -94,6 +94,9 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         cm = np.ones(N, bool) if i_m is None else i_m.reshape(-1, N).all(axis=0)
         init = (cs[:, None] & cm[None, :]).reshape(out_shape)
     if dst is None:
+        if m is None and init is None:
+            return base.emit_fresh(ctx, vals, out_shape, od, "tensor", opcode, (s, mv), "psum", K,
+                                   N, attrs, sname)
         return emit(ctx, dst=None, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
                     engine="tensor", opcode=opcode, reads=[s, mv], memory="psum", partitions=K,
                     free=N, attrs=attrs, dtype_in=sname)
