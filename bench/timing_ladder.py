@@ -29,7 +29,8 @@ def published():
     return rows
 
 
-def run(size=(4096, 8192, 8192), quiet=False):
+def run(size=(4096, 8192, 8192), progress=None):
+    """Every ladder row; ``progress(row)`` is called as each kernel finishes."""
     import trnsim.compat
     trnsim.compat.install()
     import ml_dtypes
@@ -56,8 +57,8 @@ def run(size=(4096, 8192, 8192), quiet=False):
             row["pub_hfu_pct"] = pub[hfu_id][1]
             row["rows"] = [lat_id, hfu_id]
         out["trn1"].append(row)
-        if not quiet:
-            print(json.dumps(row), flush=True)
+        if progress is not None:
+            progress(row)
     # trn1 LayerNorm tutorial rows (input [300, 1000] fp32)
     from layernorm_kernels import layernorm_v1, layernorm_v2
     x = np.zeros((300, 1000), np.float32)
@@ -69,8 +70,8 @@ def run(size=(4096, 8192, 8192), quiet=False):
         if rid in pub:
             row["pub_latency_us"] = pub[rid][1]
         out["trn1_layernorm"].append(row)
-        if not quiet:
-            print(json.dumps(row), flush=True)
+        if progress is not None:
+            progress(row)
     try:
         from ladder_kernels_trn2 import TRN2_LADDER
     except ImportError as e:  # the new-API front end is missing
@@ -95,8 +96,8 @@ def run(size=(4096, 8192, 8192), quiet=False):
             if rid in pub:
                 row[f"pub_{k}_active_pct"] = pub[rid][1]
         out["trn2"].append(row)
-        if not quiet:
-            print(json.dumps(row), flush=True)
+        if progress is not None:
+            progress(row)
     return out
 
 
@@ -144,7 +145,11 @@ if __name__ == "__main__":
     ap.add_argument("--size", default="4096x8192x8192", help="MxKxN")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.size.split("x"))
-    res = run(size, quiet=not args.json)
+    from rich.console import Console
+    err = Console(stderr=True)
+    with err.status("timing the ladder kernels") as status:
+        # a status line on stderr names the last finished kernel; stdout holds only the output
+        res = run(size, progress=lambda row: status.update(f"done: {row['kernel']}"))
     if args.json:
         print(json.dumps(res, indent=2))
     else:
