@@ -179,7 +179,7 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
         if dst._st.full and mask is None and pinit is None and old.dtype == np.float32 and \
                 not dst._st.manual and not ctx.convert.stochastic:
             old += vals  # fp32 PSUM, fully initialized: the read-add-write in place
-            dst._st.fp32_dirty()
+            dst._st._f32 = None  # fp32_dirty(), inlined
             vals = None
         elif dst._st.full:
             vals = base.f32(old) + vals
@@ -189,8 +189,10 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     if vals is not None or not ctx.numerics:
         base.write(ctx, dst, vals, pinit, mask)
     tr = ctx.trace
-    ins = tr.instructions[idx]
-    dreg = tr.intern(region(dst))
+    il = tr.instructions
+    tail = il.plain_list()  # the instructions themselves when no loop block was synthesized
+    ins = tail[idx] if tail is not None else il[idx]
+    dreg = tr.intern(dst._region or region(dst))
     attrs = ins.attrs
     if attrs and attrs[0][0] == "accumulate":  # where nc_matmul puts it
         attrs = attrs[1:]
@@ -198,7 +200,11 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
         attrs = tuple((k, v) for k, v in attrs if k != "accumulate")
     attrs += (("accumulate", True),)
     # the product now reads and writes the accumulator (built directly: this runs per matmul)
-    tr.instructions[idx] = tuple.__new__(Instruction, (
+    new = tuple.__new__(Instruction, (
         ins.index, ins.engine, ins.opcode, ins.reads + (dreg,), (dreg,) + ins.writes[1:],
         ins.partitions, ins.free, ins.dtype_in, dname, attrs, ins.source, ins.core))
+    if tail is not None:
+        tail[idx] = new
+    else:
+        il[idx] = new
     ctx.touch(dreg, idx)

@@ -287,12 +287,13 @@ class KernelContext:
                 self.sbuf.touch(r.tensor, idx)
             elif m == "psum":
                 self.psum.touch(r.tensor, idx)
-        for r in writes:
-            m = r.memory
-            if m == "sbuf":
-                self.sbuf.touch(r.tensor, idx, True)
-            elif m == "psum":
-                self.psum.touch(r.tensor, idx, True)
+        if not fresh_writes:  # a fresh tile is charged (and tracked) only once it is read
+            for r in writes:
+                m = r.memory
+                if m == "sbuf":
+                    self.sbuf.touch(r.tensor, idx, True)
+                elif m == "psum":
+                    self.psum.touch(r.tensor, idx, True)
         il.append(ins)
         return idx
 

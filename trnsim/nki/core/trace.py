@@ -164,6 +164,11 @@ class InstructionList(Sequence):
     def __len__(self) -> int:
         return self._n
 
+    def plain_list(self) -> Optional[list]:
+        """The underlying list when every instruction is a recorded one (no synthesized loop
+        blocks), so hot paths can index it directly; None otherwise."""
+        return self._tail if len(self._segs) == 1 else None
+
     def append(self, ins: "Instruction") -> None:
         self._tail.append(ins)
         self._n += 1

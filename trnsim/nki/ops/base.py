@@ -285,8 +285,11 @@ def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
     (manually placed storages alias each other, so they always convert afresh)."""
     st = t._st
     if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
-        v, init = read(ctx, t, what)
-        sh = st.f32_shadow()
+        # read() checks init marks and manual owners: a full automatic storage has neither
+        init = None if st.full else read(ctx, t, what)[1]
+        sh = st._f32
+        if sh is None:
+            sh = st.f32_shadow()
         c = t._f32v
         if c is not None and c[0] is sh:
             return c[1], init

@@ -70,7 +70,7 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         if key is not None:
             plans[key] = plan
     K, M, N, mode, od, sname, out_shape, attrs = plan
-    m = legacy_mask(mask, out_shape)
+    m = None if mask is None else legacy_mask(mask, out_shape)
     vs, i_s = base.read_f32(ctx, s, opcode)
     vm, i_m = base.read_f32(ctx, mv, opcode)
     vals = None
