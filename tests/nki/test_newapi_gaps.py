@@ -3,6 +3,7 @@ target generation, unary ALU ops in ``nisa.tensor_scalar``, ``nl.gather_flattene
 register-bounded device loops.  References are numpy or hand calculations written in the test."""
 import textwrap
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -432,3 +433,51 @@ def test_abs_max_function_needs_trn3_but_the_alu_token_keeps_the_magnitude(targe
     assert ei.value.rule == "api-generation" and ei.value.limit == "gen4+"
     # as an ALU op of an ISA instruction it is the amax idiom: abs_max(x, 0) = |x|
     np.testing.assert_array_equal(_ts_kernel(np.float32, nl.abs_max, 0.0)(x), np.abs(x))
+
+
+# -- PSUM free size: the elements an access addresses ---------------------------------------------
+
+def test_a_broadcast_psum_operand_counts_its_distinct_elements(target):
+    """nki-library's layernorm_tkg subtracts a (128, 320) PSUM mean broadcast to (128, 320, 24):
+    7680 iterations per partition but 320 PSUM elements addressed, under the 4096 limit."""
+    target("trn2")
+
+    @nki.jit
+    def k(x, m):
+        out = nl.ndarray((128, 320, 24), dtype=nl.float32, buffer=nl.shared_hbm)
+        xs = nl.ndarray((128, 320, 24), dtype=nl.float32, buffer=nl.sbuf)
+        ms = nl.ndarray((128, 320), dtype=nl.float32, buffer=nl.sbuf)
+        p = nl.ndarray((128, 320), dtype=nl.float32, buffer=nl.psum)
+        r = nl.ndarray((128, 320, 24), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xs, src=x)
+        nisa.dma_copy(dst=ms, src=m)
+        nisa.tensor_copy(dst=p, src=ms)
+        nisa.tensor_tensor(r, xs, p.ap([[320, 128], [1, 320], [0, 24]]), nl.subtract)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((128, 320, 24)).astype(np.float32)
+    m = rng.standard_normal((128, 320)).astype(np.float32)
+    np.testing.assert_array_equal(k(x, m), x - m[:, :, None])
+
+
+def test_a_psum_read_addressing_more_than_4096_elements_is_an_error(target):
+    target("trn2")
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 5000), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        s = nl.ndarray((128, 5000), dtype=nl.bfloat16, buffer=nl.sbuf)
+        p = nl.ndarray((128, 5000), dtype=nl.bfloat16, buffer=nl.psum)
+        r = nl.ndarray((128, 5000), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=x)
+        nisa.tensor_copy(dst=p, src=s)
+        nisa.tensor_tensor(r, p, s, nl.add)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    with pytest.raises(ShapeError) as ei:
+        k(np.zeros((128, 5000), dtype=ml_dtypes.bfloat16))
+    assert ei.value.rule == "psum-free-size"
+    assert ei.value.limit == 4096 and ei.value.value == 5000

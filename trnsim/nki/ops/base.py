@@ -163,9 +163,18 @@ def check_alignment(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> Non
 
 
 def check_free_size(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> None:
-    free = t.size // t.shape[0]
-    lim = (ctx.spec.access.max_free_elements_psum if t._st.memory == "psum"
-           else ctx.spec.access.max_free_elements_sbuf)
+    if t._st.memory == "psum":
+        # the PSUM figure is the partition's whole extent (16 KiB = 4096 fp32): it limits the
+        # elements an access addresses, so a stride-0 (broadcast) dim counts once; AWS's own
+        # trn2 kernels read a (P, n) PSUM tile broadcast to (P, n, k) past 4096 (cores.toml)
+        free = 1
+        for n, s in zip(t._shape[1:], t._strides[1:]):
+            if s:
+                free *= n
+        lim = ctx.spec.access.max_free_elements_psum
+    else:
+        free = t.size // t.shape[0]
+        lim = ctx.spec.access.max_free_elements_sbuf
     if free > lim:
         raise ShapeError(f"{op}: {role} '{t.name}' has {free} elements per partition",
                          rule=f"{t._st.memory}-free-size", limit=lim, value=free, where=where())
