@@ -481,3 +481,44 @@ def test_a_psum_read_addressing_more_than_4096_elements_is_an_error(target):
         k(np.zeros((128, 5000), dtype=ml_dtypes.bfloat16))
     assert ei.value.rule == "psum-free-size"
     assert ei.value.limit == 4096 and ei.value.value == 5000
+
+
+# -- empty views ----------------------------------------------------------------------------------
+
+def test_an_empty_shard_view_is_legal_until_an_instruction_touches_it(target):
+    """nki-library's cross_entropy gives each LNC core positions ``nl.ds(offset, n)``; with one
+    position, core 0's shard is empty and its loop runs zero times."""
+    target("trn2")
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        empty = x[nl.ds(128, 0), :]            # 0 rows, never read
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        for _ in range(empty.shape[0]):          # zero iterations
+            nisa.dma_copy(dst=t[0:1, :], src=empty)
+        nisa.dma_copy(dst=t, src=x[0:128, :])
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(256 * 8, dtype=np.float32).reshape(256, 8)
+    np.testing.assert_array_equal(k(x), x[:128])
+
+
+def test_an_instruction_on_an_empty_view_names_the_rule(target):
+    target("trn2")
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        r = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=r[0:0, :], data=t[0:0, :], op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    with pytest.raises(ShapeError) as ei:
+        k(np.zeros((128, 8), np.float32))
+    assert ei.value.rule == "empty-access" and ei.value.value == (0, 8)
+    assert "test_newapi_gaps.py" in ei.value.where

@@ -70,10 +70,21 @@ def need_tensor(x: Any, role: str, op: str) -> NkiTensor:
     return x
 
 
+def check_nonempty(t: NkiTensor, role: str, op: str) -> None:
+    """Views may be empty (a shard with no rows); an instruction may not touch one."""
+    for n in t._shape:
+        if n == 0:
+            raise ShapeError(f"{op}: {role} '{t.name}' is an empty view (shape {t.shape})",
+                             rule="empty-access", limit="at least one element", value=t.shape,
+                             where=where())
+
+
 def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
          memories: Tuple[str, ...] = ("sbuf", "psum")) -> NkiTensor:
     """An on-chip tile operand read by ``engine``; fresh results become real allocations."""
     t = x if type(x) is NkiTensor else need_tensor(x, role, op)
+    if 0 in t._shape:
+        check_nonempty(t, role, op)
     st = t._st
     if st.memory == "hbm":
         raise MemoryAccessError(f"{op}: {role} '{t.name}' is in HBM; compute engines read SBUF/PSUM "
@@ -550,6 +561,8 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
         return out
     if mask is False:
         return None
+    if 0 in dst._shape:
+        check_nonempty(dst, "dst", opcode)
     check_engine_access(ctx, engine, dst._st.memory, "w", opcode, "dst", dst)
     check_writable(ctx, dst, opcode)
     if tuple(dst.shape) != tuple(out_shape) and dst.size != _size(out_shape):

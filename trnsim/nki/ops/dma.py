@@ -28,6 +28,8 @@ class OobMode(IntEnum):
 
 def _src_values(ctx, t: NkiTensor, mask, what: str):
     """Values and init of any DMA source (HBM view, gather with index tiles, on-chip tile)."""
+    if 0 in t._shape:
+        base.check_nonempty(t, "src", what)
     if t._st.memory != "hbm":
         if t._st.memory == "psum":
             raise MemoryAccessError(f"{what}: DMA cannot read PSUM ('{t.name}'); copy it to SBUF "
@@ -81,6 +83,8 @@ def load(src, *, dtype=None, mask=None, opcode="dma_copy"):
         raise MemoryAccessError(f"nl.load reads HBM; '{t.name}' is in {t._st.memory.upper()}",
                                 rule="err_unsupported_memory", limit="hbm", value=t._st.memory,
                                 where=where())
+    if 0 in t._shape:
+        base.check_nonempty(t, "src", "nl.load")
     shape = tuple(t.shape)
     if len(shape) == 0:
         shape = (1, 1)
@@ -141,6 +145,9 @@ def copy(dst, src, *, mask=None, dst_rmw_op=None, oob_mode=None, opcode="dma_cop
                                 rule="err_failed_to_infer_tile_from_local_tensor",
                                 limit="a tile (partition dim first)", value=t.shape, where=where())
     base.check_writable(ctx, d, what)
+    for t, role in ((d, "dst"), (s, "src")):
+        if 0 in t._shape:
+            base.check_nonempty(t, role, what)
     dshape = tuple(d.shape)
     _dma_shape_check(s.shape, dshape, what)
     skip = oob_mode is not None and int(getattr(oob_mode, "value", oob_mode)) == OobMode.skip
