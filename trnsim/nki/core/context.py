@@ -19,6 +19,9 @@ from . import dtypes as dt
 from .storage import Storage
 from .trace import Instruction, Region, Trace
 
+# NamedTuples built with tuple.__new__ on the hot path: their own __new__ is a Python function
+_tuple_new = tuple.__new__
+
 _tls = threading.local()
 
 
@@ -401,7 +404,6 @@ class running:
 
 
 # -- regions ---------------------------------------------------------------------------------
-_tuple_new = tuple.__new__
 def region(t) -> Region:
     """The Region a tensor view covers (bounding box for gathers, flagged indirect)."""
     r = t._region
@@ -431,7 +433,6 @@ def fresh_region(st, shape, dtype) -> Optional[Region]:
     free = 1
     for s in shape[1:]:
         free *= s
-    # tuple.__new__: the NamedTuple's own __new__ is a Python function, and this runs per op
     return _tuple_new(Region, (st.memory, st.region_id, st.name, 0, shape[0], 0, free * isz,
                                shape[0] * free, dt.name(dtype), free * isz, False))
 

@@ -19,10 +19,8 @@ HBM_KINDS = ("hbm", "shared_hbm", "private_hbm")
 
 
 _U8 = np.dtype(np.uint8)
-_INIT_DTYPES = {1: _U8, 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-
-
-_FILL_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# the unsigned integer as wide as an element: init marks and the NaN poison are stored through it
+_UINT_OF_SIZE = {1: _U8, 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 class Storage:
@@ -104,7 +102,7 @@ class Storage:
         byte, so they keep byte marks."""
         if self.manual:
             return _U8
-        return _INIT_DTYPES.get(self.sdtype.itemsize, _U8)
+        return _UINT_OF_SIZE.get(self.sdtype.itemsize, _U8)
 
     def all_initialized(self) -> bool:
         """Every element of the allocation marked initialized (its first byte nonzero)."""
@@ -141,7 +139,7 @@ def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:
         if pattern is not None:
             # the NaN's bytes, stored through an unsigned view: one memset-speed pass (assigning
             # NaN through a bfloat16/fp8 view converts per element, ~15x slower)
-            bits = _FILL_UINT.get(sdtype.itemsize)
+            bits = _UINT_OF_SIZE.get(sdtype.itemsize)
             if bits is not None:
                 buf[: n * sdtype.itemsize].view(bits).fill(pattern.view(bits)[0])
             else:
