@@ -112,3 +112,28 @@ def test_accumulated_matmul_matches_numpy_with_reused_operand_views():
     got = k(a, b)
     want = 3 * (a.astype(np.float64).T @ b.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-3)
+
+
+def test_a_reused_operand_view_sees_a_write_to_its_tile():
+    """The fp32 copy behind matmul operands (and the views cut from it) is dropped on every write:
+    the same view object read after the tile is reloaded gives the new values."""
+    @nki.jit
+    def k(a1, a2, b):
+        out = nl.ndarray((2, 128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        sa = nl.ndarray((2, nl.par_dim(128), 128), dtype=a1.dtype, buffer=nl.sbuf)
+        sb = nl.ndarray((nl.par_dim(128), 128), dtype=b.dtype, buffer=nl.sbuf)
+        sb[...] = nl.load(b)
+        sa[1] = nl.load(a1)
+        for r in nl.sequential_range(2):
+            if r == 1:
+                sa[1] = nl.load(a2)  # the same tile, new values
+            p = nisa.nc_matmul(sa[1], sb)  # sa[1] is the same cached view both times
+            nl.store(out[r], value=nl.copy(p))
+        return out
+
+    rng = np.random.default_rng(5)
+    a1, a2, b = (rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    got = k(a1, a2, b)
+    f = np.float64
+    np.testing.assert_allclose(got[0], a1.astype(f).T @ b.astype(f), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got[1], a2.astype(f).T @ b.astype(f), rtol=1e-4, atol=1e-3)

@@ -53,7 +53,7 @@ class Storage:
         self.base_off = 0           # where this allocation starts in ``data`` (manual placement)
         self.row_bytes = pstride    # bytes per partition of this allocation (on-chip)
         self.written = 0            # bytes marked initialized since the last whole-map check
-        self._f32 = None            # cached fp32 copy of a 16-bit float storage (see f32_shadow)
+        self._f32 = None            # (fp32 copy, its views) of a 16-bit float storage (f32_view)
         self.rcache = None          # view geometry -> trace Region (context.region)
         # HBM: bytes per row of the allocation's own shape (its last dimension), so trace regions
         # are rows x column bytes and a column tile of a row-major tensor is an exact rectangle,
@@ -73,14 +73,24 @@ class Storage:
         """Forget the fp32 shadow: called on every write to the storage."""
         self._f32 = None
 
-    def f32_shadow(self) -> np.ndarray:
-        """The whole storage converted to fp32 once and reused until the next write, so a bf16
-        tile read by many matmuls is converted once, not per instruction."""
+    def f32_view(self, off: int, shape, strides) -> np.ndarray:
+        """The fp32 values of a view of this 16-bit float storage (byte offset and strides in
+        storage units): the whole storage is converted once and reused until the next write, so
+        a bf16 tile read by many matmuls is converted once, not per instruction.  The views are
+        kept with that copy and dropped with it on a write (nothing outlives its epoch)."""
         m = self._f32
         if m is None:
             n = self.nbytes // self.sdtype.itemsize
-            m = self._f32 = self.data[:n * self.sdtype.itemsize].view(self.sdtype).astype(np.float32)
-        return m
+            m = self._f32 = (self.data[:n * self.sdtype.itemsize].view(self.sdtype)
+                             .astype(np.float32), {})
+        sh, views = m
+        key = (off, shape, strides)
+        v = views.get(key)
+        if v is None:
+            isz = self.sdtype.itemsize
+            v = views[key] = np.ndarray(shape, dtype=np.float32, buffer=sh, offset=off * 4 // isz,
+                                        strides=tuple(x * 4 // isz for x in strides))
+        return v
 
     @property
     def init(self) -> np.ndarray:

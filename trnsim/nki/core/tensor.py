@@ -75,7 +75,7 @@ class NkiTensor:
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __slots__ = ("_st", "_off", "_shape", "_strides", "_dtype", "_pdim", "_arr", "_gather",
                  "_blocks", "_fresh", "_mask", "_reduce_op", "_owner", "_name", "_region",
-                 "_views", "_f32v", "__weakref__")
+                 "_views", "__weakref__")
 
     def __init__(self, st: Storage, off: int, shape: Tuple[int, ...], strides: Tuple[int, ...],
                  dtype: np.dtype, pdim: Optional[int], *, gather: Optional[Gather] = None,
@@ -96,7 +96,6 @@ class NkiTensor:
         self._name = name
         self._region = None  # cached trace Region (a view's geometry never changes)
         self._views = None   # basic subscript key -> view (indexing.subscript)
-        self._f32v = None    # (fp32 shadow, this view of it) (ops.base.read_f32)
 
     # -- public attributes ------------------------------------------------------------------
     @property

@@ -307,17 +307,7 @@ def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
     if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
         # read() checks init marks and manual owners: a full automatic storage has neither
         init = None if st.full else read(ctx, t, what)[1]
-        sh = st._f32
-        if sh is None:
-            sh = st.f32_shadow()
-        c = t._f32v
-        if c is not None and c[0] is sh:
-            return c[1], init
-        isz = st.sdtype.itemsize
-        view = np.ndarray(t._shape, dtype=np.float32, buffer=sh, offset=t._off * 4 // isz,
-                          strides=tuple(x * 4 // isz for x in t._strides))
-        t._f32v = (sh, view)  # a view re-read until the next write to its storage
-        return view, init
+        return st.f32_view(t._off, t._shape, t._strides), init
     v, init = read(ctx, t, what)
     return (f32(v) if ctx.numerics else v), init
 
