@@ -137,3 +137,20 @@ def test_a_reused_operand_view_sees_a_write_to_its_tile():
     f = np.float64
     np.testing.assert_allclose(got[0], a1.astype(f).T @ b.astype(f), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(got[1], a2.astype(f).T @ b.astype(f), rtol=1e-4, atol=1e-3)
+
+
+def test_outputs_are_handed_out_without_aliasing_each_other():
+    """Outputs are the kernel's own buffers (no copy), but two results that share a storage are
+    separate arrays, and an input converted on the way in is not the caller's array."""
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out, out
+
+    x = np.arange(512, dtype=np.float64).reshape(128, 4)  # converted to fp32 on the way in
+    a, b = k(x)
+    np.testing.assert_array_equal(a, x.astype(np.float32))
+    a[...] = -1.0
+    np.testing.assert_array_equal(b, x.astype(np.float32))
+    assert x[0, 1] == 1.0

@@ -136,9 +136,12 @@ class _Inputs:
                 data = data.astype(sd)
         shape = tuple(data.shape) if data.ndim else (1,)
         nbytes = max(data.nbytes, sd.itemsize)
-        buf = np.empty(nbytes, np.uint8)
-        buf[:data.nbytes] = data.reshape(-1).view(np.uint8)
         writable = self.writable_all or (pname in self.mutable)
+        if data is not arr and data.base is None and data.nbytes == nbytes:
+            buf = data.reshape(-1).view(np.uint8)  # already our own converted copy
+        else:
+            buf = np.empty(nbytes, np.uint8)
+            buf[:data.nbytes] = data.reshape(-1).view(np.uint8)
         st = Storage(memory="hbm", kind="shared_hbm", name=pname or "input", nbytes=nbytes,
                      sdtype=sd, partitions=1, pstride=0, data=buf, full=True,
                      readonly=not writable, loc=None)
@@ -195,7 +198,12 @@ def _bind_names(fn: Callable, args, kwargs) -> Tuple[List[Optional[str]], Dict[s
     return names, {k: k for k in kwargs}
 
 
-def _outputs(ret, as_torch: bool):
+def _outputs(ret, as_torch: bool, seen: Optional[set] = None):
+    """Kernel results as numpy arrays (or torch tensors).  Each output storage is the kernel's
+    own, so its array is handed out without a copy, except to a second output of the same
+    storage (two returned views must not write through to each other)."""
+    if seen is None:
+        seen = set()
     if isinstance(ret, NkiTensor):
         if ret._st.memory != "hbm":
             loc = ret._st.loc
@@ -204,18 +212,21 @@ def _outputs(ret, as_torch: bool):
                               "nl.shared_hbm tensor)", rule="kernel-output-memory",
                               limit="hbm / shared_hbm", value=ret._st.memory,
                               where=describe(loc) if loc else None)
-        a = np.array(ret.array(), copy=True)
+        a = ret.array()
+        if ret._st.id in seen or not a.flags.c_contiguous:
+            a = np.array(a, copy=True)
+        seen.add(ret._st.id)
         if ret._st.sdtype != dt.storage_dtype(ret.dtype, True) and ret.dtype in dt.LOW_PRECISION_FLOATS:
             a = a.astype(ret.dtype)  # NKI_PRECISE_FP=0 kept fp32 internally
         if ret.dtype != a.dtype and ret.dtype.fields is None:
             a = a.view(ret.dtype) if a.dtype.itemsize == ret.dtype.itemsize else a
         return _to_torch(a) if as_torch else a
     if isinstance(ret, tuple):
-        return tuple(_outputs(r, as_torch) for r in ret)
+        return tuple(_outputs(r, as_torch, seen) for r in ret)
     if isinstance(ret, list):
-        return [_outputs(r, as_torch) for r in ret]
+        return [_outputs(r, as_torch, seen) for r in ret]
     if isinstance(ret, dict):
-        return {k: _outputs(v, as_torch) for k, v in ret.items()}
+        return {k: _outputs(v, as_torch, seen) for k, v in ret.items()}
     return ret
 
 
