@@ -392,6 +392,14 @@ def _linear(idx, counts) -> int:
     return lin
 
 
+def filled(shape, dtype, buffer, name: str, value, *, legacy: bool) -> NkiTensor:
+    """``nl.zeros`` / ``nl.ones`` / ``nl.full`` of either API: the fill writes every byte, so the
+    allocation skips the NaN poison."""
+    t = ndarray(shape, dtype, buffer, name, legacy=legacy, poison=False)
+    fill(t, value)
+    return t
+
+
 def fill(t: NkiTensor, value) -> None:
     """Initialize a freshly allocated tensor (``nl.zeros``/``nl.full``) with a memset."""
     from ..ops.elementwise import memset_new

@@ -11,7 +11,7 @@ from ..common import (affine_range, device_print, finfo, fp32, bfp16, num_progra
 from ..common import legacy_tile_size as tile_size
 from ..core import dtypes as _dt
 from ..core.alloc import (Buffer, hbm, ndarray as _ndarray, private_hbm, psum, sbuf, shared_hbm,
-                          fill as _fill, shared_constant as _shared_constant)
+                          filled as _filled, shared_constant as _shared_constant)
 from ..core.context import current as _current
 from ..core.index import arange, ds, mgrid, par_dim
 from ..core.tensor import NkiTensor as tensor
@@ -44,21 +44,15 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kw):
 
 
 def zeros(shape, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
-    _fill(t, 0)
-    return t
+    return _filled(shape, dtype, buffer, name, 0, legacy=True)
 
 
 def ones(shape, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
-    _fill(t, 1)
-    return t
+    return _filled(shape, dtype, buffer, name, 1, legacy=True)
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name="", **kw):
-    t = _ndarray(shape, dtype, buffer, name, legacy=True, poison=False)
-    _fill(t, fill_value)
-    return t
+    return _filled(shape, dtype, buffer, name, fill_value, legacy=True)
 
 
 def empty_like(a, dtype=None, *, buffer=None, name="", **kw):

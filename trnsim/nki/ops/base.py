@@ -301,8 +301,8 @@ _SHADOWED = frozenset([dt.bfloat16, dt.float16])
 
 
 def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
-    """``read`` converted to fp32; 16-bit float tiles come from the storage's cached fp32 shadow
-    (manually placed storages alias each other, so they always convert afresh)."""
+    """``read`` converted to fp32; 16-bit float tiles come from the storage's cached fp32 copy
+    (``Storage.f32_view``; manually placed storages alias each other, so they convert afresh)."""
     st = t._st
     if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
         # read() checks init marks and manual owners: a full automatic storage has neither

@@ -100,26 +100,18 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None, **kw):
 
 def zeros(shape, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.zeros")
-    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
-                       poison=False)
-    _alloc.fill(t, 0)
-    return t
+    return _alloc.filled(shape, dtype, sbuf if buffer is None else buffer, name, 0, legacy=False)
 
 
 def ones(shape, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.ones")
-    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
-                       poison=False)
-    _alloc.fill(t, 1)
-    return t
+    return _alloc.filled(shape, dtype, sbuf if buffer is None else buffer, name, 1, legacy=False)
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name="", **kw):
     _reject(kw, "nl.full")
-    t = _alloc.ndarray(shape, dtype, sbuf if buffer is None else buffer, name, legacy=False,
-                       poison=False)
-    _alloc.fill(t, fill_value)
-    return t
+    return _alloc.filled(shape, dtype, sbuf if buffer is None else buffer, name, fill_value,
+                         legacy=False)
 
 
 def _like_buffer(x, buffer):
