@@ -526,29 +526,12 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
             free *= s
     if dtype_in is None:
         dtype_in = dt.name(reads[0].dtype) if reads and hasattr(reads[0], "dtype") else "-"
-    if dst is None and mask is None and init is None and not extra_writes:
+    if dst is None:
         return emit_fresh(ctx, values, tuple(out_shape), out_dtype, engine, opcode, reads,
-                          memory, partitions, free, tuple(attrs), dtype_in)
+                          memory, partitions, free, tuple(attrs), dtype_in, init, mask,
+                          extra_writes)
     rregs = [r._region or region(r) for r in reads if isinstance(r, NkiTensor)]
     loc = user_loc()
-    if dst is None:
-        out = _adopt(ctx, values, tuple(out_shape), out_dtype, memory, loc) \
-            if (mask is None and init is None) else None
-        if out is None:
-            out = new_tile(ctx, tuple(out_shape), out_dtype, memory,
-                           fill=isinstance(mask, np.ndarray), loc=loc)  # masked-off lanes keep NaN
-            if mask is False:
-                out._mask = False
-                return out
-            write(ctx, out, values, init, mask)
-        wregs = [out._region or region(out)]
-        if extra_writes:
-            wregs += [region(w) for w in extra_writes]
-        idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
-                         dt.name(out_dtype), tuple(attrs), loc, fresh_writes=not extra_writes)
-        out._fresh = (ctx, idx, engine, opcode)
-        out._mask = mask
-        return out
     if mask is False:
         return None
     if 0 in dst._shape:
@@ -576,18 +559,28 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
 
 def emit_fresh(ctx: KernelContext, values, out_shape: Tuple[int, ...], out_dtype: np.dtype,
                engine: str, opcode: str, reads: Sequence, memory: str, partitions: int,
-               free: int, attrs: tuple, dtype_in: str) -> NkiTensor:
-    """``emit`` for the commonest case, called positionally by hot ops: an unmasked result with
-    every input initialized, into a fresh tile."""
+               free: int, attrs: tuple, dtype_in: str, init=None, mask=None,
+               extra_writes: Sequence = ()) -> NkiTensor:
+    """``emit`` into a fresh tile; hot ops call it directly, positionally.  An unmasked result
+    with every input initialized adopts the computed array as its storage."""
     rregs = [r._region or region(r) for r in reads if isinstance(r, NkiTensor)]
     loc = user_loc()
-    out = _adopt(ctx, values, out_shape, out_dtype, memory, loc)
+    out = _adopt(ctx, values, out_shape, out_dtype, memory, loc) \
+        if (mask is None and init is None) else None
     if out is None:
-        out = new_tile(ctx, out_shape, out_dtype, memory, loc=loc)
-        write(ctx, out, values, None, None)
-    idx = ctx.record(engine, opcode, rregs, [out._region or region(out)], partitions, free,
-                     dtype_in, dt.name(out_dtype), attrs, loc, fresh_writes=True)
+        out = new_tile(ctx, out_shape, out_dtype, memory,
+                       fill=isinstance(mask, np.ndarray), loc=loc)  # masked-off lanes keep NaN
+        if mask is False:
+            out._mask = False
+            return out
+        write(ctx, out, values, init, mask)
+    wregs = [out._region or region(out)]
+    if extra_writes:
+        wregs += [region(w) for w in extra_writes]
+    idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
+                     dt.name(out_dtype), attrs, loc, fresh_writes=not extra_writes)
     out._fresh = (ctx, idx, engine, opcode)
+    out._mask = mask
     return out
 
 
