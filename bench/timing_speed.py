@@ -66,7 +66,7 @@ def synthetic_trace(n, target="trn2"):
     """A software-pipelined tile loop of ``n`` instructions: DMA loads into rotating SBUF buffers,
     matmuls accumulating in PSUM banks, PSUM evacuation on Vector/Scalar, a GpSimd op, DMA stores.
     Every region is a fresh object, as a lazily materialized trace yields them."""
-    from trnsim.nki.core.trace import Instruction, Region, Trace
+    from trnsim.ir.trace import Instruction, Region, Trace
     from trnsim.source import SourceLoc
     loc = SourceLoc("synthetic.py", 1, "pipeline")
     ins = []

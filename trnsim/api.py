@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .nki.core.trace import Trace
+from .ir.trace import Trace
 
 
 def trace(kernel: Any, *args, **kwargs) -> Trace:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trnsim.hardware import get_chip, get_core
-from trnsim.nki.core.trace import Instruction, Region, Trace
+from trnsim.ir.trace import Instruction, Region, Trace
 from trnsim.options import Options
 from trnsim.source import SourceLoc
 from trnsim.timing import CostModel, dependencies, encode, native, schedule, scheduler

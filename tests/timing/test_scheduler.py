@@ -5,7 +5,7 @@ import math
 import pytest
 
 from trnsim.hardware import get_chip, get_core
-from trnsim.nki.core.trace import Instruction, Region, Trace
+from trnsim.ir.trace import Instruction, Region, Trace
 from trnsim.source import SourceLoc
 from trnsim.timing import CostModel, dependencies, schedule
 

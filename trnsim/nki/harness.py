@@ -22,7 +22,7 @@ from .core import fastforward
 from .core.context import KernelContext, maybe_current, running
 from .core.storage import Storage
 from .core.tensor import NkiTensor
-from .core.trace import Trace
+from ..ir.trace import Trace
 
 _last = threading.local()
 ACTIVE_TRACES: List[Trace] = []  # traces being recorded now (progress display reads their length)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..hardware.schema import ChipSpec, CoreSpec
-from ..nki.core.trace import Instruction, Region
+from ..ir.trace import Instruction, Region
 
 _16BIT = frozenset(["bfloat16", "float16"])
 _FP8 = frozenset(["float8_e4m3", "float8_e5m2", "float8_e3m4", "float8_e4m3fn"])

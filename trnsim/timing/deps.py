@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from ..nki.core.trace import Region, Trace
+from ..ir.trace import Region, Trace
 
 BUCKET_ONCHIP = 2048      # bytes per bucket within a partition (one PSUM bank)
 BUCKET_HBM = 1 << 16      # bytes per bucket along an HBM tensor

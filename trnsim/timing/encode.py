@@ -19,7 +19,7 @@ from typing import List
 
 import numpy as np
 
-from ..nki.core.trace import Instruction, Region, Trace
+from ..ir.trace import Instruction, Region, Trace
 from .costs import CostModel
 from .timeline import ENGINE_CODE, ENGINE_ORDER
 

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..hardware import load_catalog
 from ..hardware.schema import ChipSpec, CoreSpec
-from ..nki.core.trace import Trace
+from ..ir.trace import Trace
 from .costs import CostModel
 from .scheduler import ENGINE_ORDER, Timeline, schedule
 

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..nki.core.trace import Trace
+from ..ir.trace import Trace
 from .costs import CostModel
 from .deps import BUCKET_HBM, BUCKET_ONCHIP
 from .encode import EncodedTrace, cost_table, encode

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..nki.core.trace import Trace
+from ..ir.trace import Trace
 from .costs import CostModel
 from .deps import dependencies_py
 from .timeline import ENGINE_CODE, ENGINE_ORDER, DmaParts, Timeline

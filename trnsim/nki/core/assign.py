@@ -17,7 +17,7 @@ from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError
 from . import dtypes as dt
 from .context import current, region
 from .tensor import NkiTensor
-from .trace import Instruction
+from ...ir.trace import Instruction
 from ..ops import base, elementwise  # noqa: E402  (assign is loaded after the ops, on first use)
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")

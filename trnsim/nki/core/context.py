@@ -17,7 +17,7 @@ from ...options import Options
 from ...source import SourceLoc, describe, user_loc
 from . import dtypes as dt
 from .storage import Storage
-from .trace import Instruction, Region, Trace
+from ...ir.trace import Instruction, Region, Trace
 
 # NamedTuples built with tuple.__new__ on the hot path: their own __new__ is a Python function
 _tuple_new = tuple.__new__

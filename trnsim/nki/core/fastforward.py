@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from . import storage as _storage
-from .trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
+from ...ir.trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
 
 class Rerun(Exception):
     """Raised when a fast-forwarded run cannot give a complete answer; the launcher runs the

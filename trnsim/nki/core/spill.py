@@ -15,7 +15,7 @@ import bisect
 import heapq
 from typing import Dict, List, Tuple
 
-from .trace import Instruction, Region, reserve_synthetic_ids
+from ...ir.trace import Instruction, Region, reserve_synthetic_ids
 
 
 class Plan:

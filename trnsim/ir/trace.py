@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from ...source import SourceLoc
+from ..source import SourceLoc
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
 
@@ -417,7 +417,7 @@ class Trace:
     def from_json(cls, text: str) -> "Trace":
         d = json.loads(text)
         if d.get("format") != "trnsim-trace/1":
-            from ...errors import ConfigError
+            from ..errors import ConfigError
             raise ConfigError("not a trnsim trace file", rule="trace-format", value=d.get("format"))
         regions = [Region(**r) for r in d["regions"]]
         t = cls(target=d["target"], meta=d.get("meta", {}))
