@@ -10,4 +10,6 @@ from setuptools import Extension, setup
 _FLAGS = [] if sys.platform == "win32" else ["-ffp-contract=off", "-std=c99"]
 
 setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"],
+                             depends=[f"trnsim/timing/_native_{p}.h" for p in
+                                      ("util", "encode", "deps", "schedule")],
                              extra_compile_args=_FLAGS, optional=True)])

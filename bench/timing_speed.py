@@ -101,7 +101,7 @@ def synthetic_trace(n, target="trn2"):
         add(Instruction(i + 8, "dma", "dma_copy", (o,),
                         (Region("hbm", 3, "C", 0, 1, k * 131072, k * 131072 + 131072, 65536,
                                 "bfloat16", 1024),), parts, 512, "bfloat16", "bfloat16", (), loc))
-        add(Instruction(i + 9, "sync", "barrier", (), (), 1, 1, "-", "-", (), loc))
+        add(Instruction(i + 9, "sync", "core_barrier", (), (), 1, 1, "-", "-", (), loc))
         k += 1
     return Trace(target=target, instructions=ins[:n])
 

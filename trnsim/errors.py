@@ -54,18 +54,22 @@ class KernelError(TrnsimError):
 
 
 class PartitionError(KernelError):
+    """A tile's partition dimension breaks the hardware's partition limit or alignment."""
     rule = "partition-limit"
 
 
 class ShapeError(KernelError):
+    """Operand shapes do not fit the instruction (mismatched, too large, wrong rank)."""
     rule = "shape"
 
 
 class CapacityError(KernelError):
+    """An allocation does not fit SBUF, PSUM or a PSUM bank."""
     rule = "capacity"
 
 
 class DtypeError(KernelError):
+    """A dtype the target or the instruction does not accept."""
     rule = "dtype"
 
 
@@ -75,26 +79,32 @@ class MemoryAccessError(KernelError):
 
 
 class OutOfBoundsError(KernelError):
+    """An access reaches outside its tensor or memory."""
     rule = "out-of-bounds"
 
 
 class ReadOnlyError(KernelError):
+    """A write to a tensor the kernel may only read (an input, a constant)."""
     rule = "read-only"
 
 
 class AliasError(KernelError):
+    """Operands overlap in a way the instruction does not allow."""
     rule = "alias"
 
 
 class UninitializedReadError(KernelError):
+    """Values from never-written SBUF/PSUM reached an output (TRNSIM_STRICT=1)."""
     rule = "uninitialized-read"
 
 
 class IndexingError(KernelError):
+    """An index or slice the NKI language does not accept."""
     rule = "indexing"
 
 
 class LaunchError(KernelError):
+    """A kernel launch that cannot run (grid, LNC, arguments, nesting)."""
     rule = "launch"
 
 
@@ -115,10 +125,12 @@ class TileSizeFieldError(KernelError, AttributeError):
 
 
 class HardwareFileError(TrnsimError):
+    """A hardware data file is missing, malformed, or breaks a catalog rule."""
     rule = "hardware-file"
 
 
 class ConfigError(TrnsimError):
+    """A bad option, environment variable, target name or command-line value."""
     rule = "config"
 
 

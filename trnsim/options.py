@@ -2,7 +2,8 @@
 
 Environment variables (all optional):
   TRNSIM_TARGET=trn1|trn2|trn3      generation to simulate (also NEURON_PLATFORM_TARGET_OVERRIDE,
-                                    NKI_NC_VERSION=gen2|gen3|gen4 as the public harnesses set them)
+                                    NKI_NC_VERSION=gen2|gen3|gen4 as the public harnesses set them);
+                                    any name in a core's ``targets`` in the hardware files
   TRNSIM_STRICT=1                   uninitialized reads reaching an output become errors
   NKI_PRECISE_FP=0                  keep low-precision tensors in fp32 (official simulator switch)
   NEURON_RT_STOCHASTIC_ROUNDING_EN=1  stochastic rounding on fp32 -> bf16/fp8 writes
@@ -19,22 +20,15 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Optional
 
 from .errors import ConfigError
-
-_TARGET_ALIASES = {
-    "trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "v2": "trn1", "trn1n": "trn1",
-    "trn2": "trn2", "gen3": "trn2", "v3": "trn2", "trn2u": "trn2",
-    "trn3": "trn3", "gen4": "trn3", "v4": "trn3",
-}
+from .hardware.catalog import load_catalog
 
 
-def canonical_target(name: str) -> str:
-    """Map any accepted spelling (trn2, gen3, v3, trn2.48xlarge) to trn1|trn2|trn3."""
-    key = str(name).strip().lower().split(".")[0]
-    try:
-        return _TARGET_ALIASES[key]
-    except KeyError:
-        raise ConfigError(f"unknown target {name!r}", rule="target",
-                          limit="one of trn1, trn2, trn3 (or gen2/gen3/gen4)", value=name) from None
+def canonical_target(name: str, hardware_file: Optional[str] = None) -> str:
+    """Map any accepted spelling (trn2, gen3, v3, trn2.48xlarge) to its canonical target.
+
+    The spellings are data (``targets`` of each core in the hardware files, a user's file
+    included), so a what-if generation's names work without code."""
+    return load_catalog(hardware_file).canonical_target(name)
 
 
 def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:
@@ -76,7 +70,7 @@ class Options:
     fast_forward: Literal["auto", "all", "off"] = "auto"
 
     def __post_init__(self):
-        object.__setattr__(self, "target", canonical_target(self.target))
+        object.__setattr__(self, "target", canonical_target(self.target, self.hardware_file))
         if self.uninit not in ("nan", "zero"):
             raise ConfigError("uninit fill must be 'nan' or 'zero'", rule="options", value=self.uninit)
         if self.fast_forward not in ("auto", "all", "off"):
@@ -85,6 +79,7 @@ class Options:
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides) -> "Options":
+        """Options from the TRNSIM_* / NKI_* environment variables, ``overrides`` winning."""
         env = os.environ if env is None else env
         target = (env.get("TRNSIM_TARGET") or env.get("NEURON_PLATFORM_TARGET_OVERRIDE")
                   or env.get("NKI_NC_VERSION") or "trn2")
@@ -108,4 +103,5 @@ class Options:
         return cls(**opts)
 
     def replace(self, **kw) -> "Options":
+        """A copy with the given fields changed (validated again)."""
         return dataclasses.replace(self, **kw)

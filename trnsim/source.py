@@ -15,6 +15,7 @@ _internal_cache: dict = {}
 
 
 class SourceLoc(NamedTuple):
+    """A place in the user's code: file, line and function name."""
     file: str
     line: int
     function: str
@@ -39,6 +40,7 @@ def is_internal(code: types.CodeType) -> bool:
 
 
 def user_frame(depth: int = 1) -> Optional[types.FrameType]:
+    """The innermost stack frame outside trnsim (None when there is none)."""
     f = sys._getframe(depth)
     while f is not None and is_internal(f.f_code):
         f = f.f_back

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from trnsim.errors import SbufSpillWarning
-from trnsim.nki import newapi as nki
+import trnsim.frontends.nki as nki
 from trnsim.options import Options
 
 nl = nki.language

@@ -21,6 +21,8 @@ from trnsim.nki.core import dtypes as dt
 from trnsim.nki.harness import Kernel
 from trnsim.nki.ops import dma, elementwise, mx
 from trnsim.options import Options
+from trnsim.nki.core.conventions import PRESETS
+NEW = PRESETS["new"]
 
 E4 = np.dtype(ml_dtypes.float8_e4m3fn)
 E5 = np.dtype(ml_dtypes.float8_e5m2)
@@ -34,7 +36,7 @@ def _run(fn, *args, target="trn3"):
 
 
 def _nd(shape, dtype, buf):
-    return alloc.ndarray(tuple(shape), dtype, buf, legacy=False)
+    return alloc.ndarray(tuple(shape), dtype, buf, conv=NEW)
 
 
 # -- independent host reference -------------------------------------------------------------------
@@ -142,6 +144,8 @@ def run_matmul(s_elem, m_elem, sw, ss, mw, ms, **kw):
 
 @pytest.mark.parametrize("s_elem,m_elem", [(E4, E4), (E5, E5), (E4, E5), (F4, E4), (E5, F4),
                                            (F4, F4)])
+
+
 def test_matmul_mx_max_tile_matches_float64_reference(s_elem, m_elem):
     rng = np.random.default_rng(7)
     K, M, N = 128, 128, 512
@@ -159,6 +163,8 @@ _ELEMS = st.sampled_from([E4, E5, F4])
 @given(s_elem=_ELEMS, m_elem=_ELEMS, K=st.sampled_from([32, 64, 96, 128]),
        half_m=st.integers(1, 64), N=st.integers(1, 600), seed=st.integers(0, 2**31 - 1),
        lo=st.integers(90, 127))
+
+
 def test_matmul_mx_random_shapes_and_scales(s_elem, m_elem, K, half_m, N, seed, lo):
     rng = np.random.default_rng(seed)
     M = 2 * half_m
@@ -269,7 +275,7 @@ def test_accumulate_onto_memset_psum_adds(accumulate):
         ms_ = _nd(msc_.shape, dt.uint8, alloc.sbuf)
         dma.copy(ms_, msc_)
         ps = _nd((M, N), dt.float32, alloc.psum)
-        elementwise.memset_new(current(), None, 1.5, None, dst=ps)
+        elementwise.memset(current(), None, 1.5, None, dst=ps)
         mx.nc_matmul_mx(ps, s, m, ss_, ms_, accumulate=accumulate)
         sb = _nd((M, N), dt.float32, alloc.sbuf)
         elementwise.tensor_copy(sb, ps)
@@ -406,6 +412,8 @@ def test_quantize_mx_non_finite_group_is_nan():
 @given(elem=st.sampled_from([E4, E5]), src=st.sampled_from(["bf16", "fp16"]),
        P=st.sampled_from([32, 64, 96, 128]), Fq=st.integers(1, 48),
        seed=st.integers(0, 2**31 - 1), log_range=st.integers(0, 12))
+
+
 def test_quantize_mx_round_trip(elem, src, P, Fq, seed, log_range):
     rng = np.random.default_rng(seed)
     F = 4 * Fq
@@ -577,10 +585,10 @@ def _err_kernel(K=32, M=4, N=8, data_dt=dt.float8_e4m3fn_x4, scale_dt=dt.uint8, 
 def test_trn2_target_rejects_nc_matmul_mx():
     with pytest.raises(KernelError) as e:
         _run(_err_kernel(), target="trn2")
-    assert e.value.rule == "mx-generation"
+    assert e.value.rule == "generation"
     with pytest.raises(KernelError) as e:
         _run(_err_kernel(), target="trn1")
-    assert e.value.rule == "mx-generation"
+    assert e.value.rule == "generation"
 
 
 def test_trn2_target_rejects_quantize_mx():
@@ -591,7 +599,7 @@ def test_trn2_target_rejects_quantize_mx():
         mx.quantize_mx(d, s, sc)
     with pytest.raises(KernelError) as e:
         _run(k, target="trn2")
-    assert e.value.rule == "mx-generation"
+    assert e.value.rule == "generation"
 
 
 def test_x4_allocation_is_gen4_only():
@@ -599,7 +607,7 @@ def test_x4_allocation_is_gen4_only():
         _nd((32, 4), dt.float8_e4m3fn_x4, alloc.sbuf)
     with pytest.raises(KernelError) as e:
         _run(k, target="trn2")
-    assert e.value.rule == "dtype-generation"
+    assert e.value.rule == "generation" and e.value.limit == "gen4+"
 
 
 @pytest.mark.parametrize("kw,cls,rule", [
@@ -621,6 +629,8 @@ def test_x4_allocation_is_gen4_only():
     (dict(tile_position=(0, 0)), KernelError, "matmul-tiling"),
     (dict(N=4097, dst_none=True), ShapeError, "matmul-moving-free"),
 ])
+
+
 def test_matmul_mx_rule_errors(kw, cls, rule):
     with pytest.raises(cls) as e:
         _run(_err_kernel(**kw))
@@ -649,7 +659,7 @@ def test_matmul_mx_scale_in_another_quadrant_is_rejected():
         ss = _nd((64, 4), dt.uint8, alloc.sbuf)
         ms = _nd((64, 8), dt.uint8, alloc.sbuf)
         for t, v in ((s.view(dt.uint32), 0), (m.view(dt.uint32), 0), (ss, 127), (ms, 127)):
-            elementwise.memset_new(current(), None, v, None, dst=t)
+            elementwise.memset(current(), None, v, None, dst=t)
         ps = _nd((4, 8), dt.float32, alloc.psum)
         mx.nc_matmul_mx(ps, s[32:64, :], m[32:64, :], ss[40:44, :], ms[40:44, :])
     _run(ok)
@@ -677,6 +687,8 @@ def test_matmul_mx_operands_must_be_in_sbuf():
     ("dst_shape", ShapeError, "dst-shape"),
     ("psum_src", MemoryAccessError, "operand-memory"),
 ])
+
+
 def test_quantize_mx_rule_errors(what, cls, rule):
     def k():
         P = 48 if what == "p48" else 64

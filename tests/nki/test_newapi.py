@@ -6,7 +6,7 @@ import pytest
 
 from trnsim.errors import (DtypeError, KernelError, LaunchError, MemoryAccessError, TrnsimError,
                            UnsupportedError)
-from trnsim.nki import newapi as nki
+import trnsim.frontends.nki as nki
 
 nl = nki.language
 nisa = nki.isa
@@ -35,7 +35,7 @@ def test_public_module_names_resolve_under_compat():
     assert (e.unknown, e.tensor, e.scalar, e.gpsimd, e.dma, e.vector, e.sync) == tuple(range(7))
     assert [c.name for c in nisa.reduce_cmd] == ["idle", "reset", "reduce", "reset_reduce",
                                                  "load_reduce"]
-    from trnsim.nki.common import tile_size
+    from trnsim.frontends.common import tile_size
     assert nl.tile_size is tile_size and nl.tile_size.pmax == 128
     assert issubclass(nisa.NkiValidationError, KernelError)
     assert np.zeros(3, dtype=nl.bfloat16).dtype == ml_dtypes.bfloat16
@@ -298,9 +298,9 @@ def test_tensor_copy_on_scalar_engine_is_rejected_on_gen2():
         return x
 
     k = nki.jit(lambda x: body(x), platform_target="trn1")
-    with pytest.raises(TrnsimError, match="Scalar engine of NeuronCore-v2") as ei:
+    with pytest.raises(TrnsimError, match="tensor_copy.engine.scalar needs NeuronCore-v3") as ei:
         k(np.zeros((4, 4), np.float32))
-    assert ei.value.rule == "tensor-copy-scalar-gen2"
+    assert (ei.value.rule, ei.value.limit, ei.value.value) == ("generation", "gen3+", "gen2")
     nki.jit(lambda x: body(x), platform_target="trn2")(np.zeros((4, 4), np.float32))
 
 

@@ -12,19 +12,21 @@ import numpy as np
 import pytest
 
 from trnsim.errors import TrnsimError
-from trnsim.nki import legacy as nki
+import trnsim.frontends.nki_legacy as nki
 from trnsim.nki.core import dtypes as dt
 from trnsim.nki.core.alloc import ndarray as _ndarray, psum as _psum, sbuf as _sbuf, \
     shared_hbm as _shared_hbm
 from trnsim.nki.harness import Kernel, as_kernel
-from trnsim.nki.legacy import compiler as ncc
-from trnsim.nki.legacy import isa as nisa
-from trnsim.nki.legacy import language as nl
-from trnsim.nki.legacy import typing as nt
-from trnsim.nki.common import program_id
+from trnsim.frontends.nki_legacy import compiler as ncc
+from trnsim.frontends.nki_legacy import isa as nisa
+from trnsim.frontends.nki_legacy import language as nl
+from trnsim.frontends.nki_legacy import typing as nt
+from trnsim.frontends.common import program_id
 from trnsim.nki.ops import dma as _dma, elementwise as _ew, reduce as _red, sync as _sync, \
-    tensor_engine as _te
+    matmul as _te
 from trnsim.options import Options
+from trnsim.nki.core.conventions import PRESETS
+NEW = PRESETS["new"]
 
 
 def strict_run(kernel, *args, target="trn2"):
@@ -50,6 +52,8 @@ def randn(*shape, dtype=np.float32):
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
 @pytest.mark.parametrize("K,M,N,dtype", [(256, 128, 512, ml_dtypes.bfloat16),
                                         (384, 256, 1024, np.float32)])
+
+
 def test_example_matmul_tiled(K, M, N, dtype, target):
     from trnsim.examples.matmul import matmul_tiled
     a, b = randn(K, M, dtype=dtype), randn(K, N, dtype=dtype)
@@ -438,19 +442,19 @@ def new_api_matmul(a, b):
     """nc_matmul accumulating twice into PSUM (first write overwrites), a Vector copy out of PSUM,
     a GpSimd partition reduce on SBUF."""
     K, M = a.shape
-    out = _ndarray((M, 512), dt.float32, _shared_hbm, "out", legacy=False)
-    col = _ndarray((1, 512), dt.float32, _shared_hbm, "col", legacy=False)
-    acc = _ndarray((M, 512), dt.float32, _psum, "acc", legacy=False)
+    out = _ndarray((M, 512), dt.float32, _shared_hbm, "out", conv=NEW)
+    col = _ndarray((1, 512), dt.float32, _shared_hbm, "col", conv=NEW)
+    acc = _ndarray((M, 512), dt.float32, _psum, "acc", conv=NEW)
     for k in range(K // 128):
-        s = _ndarray((128, M), dt.float32, _sbuf, "s", legacy=False)
-        m = _ndarray((128, 512), dt.float32, _sbuf, "m", legacy=False)
+        s = _ndarray((128, M), dt.float32, _sbuf, "s", conv=NEW)
+        m = _ndarray((128, 512), dt.float32, _sbuf, "m", conv=NEW)
         _dma.copy(s, a[k * 128:(k + 1) * 128, :])
         _dma.copy(m, b[k * 128:(k + 1) * 128, :])
         _te.nc_matmul(acc, s, m)
-    res = _ndarray((M, 512), dt.float32, _sbuf, "res", legacy=False)
+    res = _ndarray((M, 512), dt.float32, _sbuf, "res", conv=NEW)
     _ew.tensor_copy(res, acc)
     _dma.copy(out, res)
-    red = _ndarray((1, 512), dt.float32, _sbuf, "red", legacy=False)
+    red = _ndarray((1, 512), dt.float32, _sbuf, "red", conv=NEW)
     _red.partition_reduce(red, "add", res)
     _dma.copy(col, red)
     return out, col
@@ -467,9 +471,9 @@ def lnc_halves(x):
     """LNC=2: each logical core writes its half of the shared output (checked once both are done)."""
     R, F = x.shape
     half = R // 2
-    out = _ndarray((R, F), dt.float32, _shared_hbm, "out", legacy=False)
+    out = _ndarray((R, F), dt.float32, _shared_hbm, "out", conv=NEW)
     c = program_id(0)
-    t = _ndarray((half, F), dt.float32, _sbuf, "t", legacy=False)
+    t = _ndarray((half, F), dt.float32, _sbuf, "t", conv=NEW)
     _dma.copy(t, x[c * half:(c + 1) * half, :])
     _ew.tensor_scalar(t, t, "multiply", 2.0)
     _dma.copy(out[c * half:(c + 1) * half, :], t)

@@ -8,11 +8,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from trnsim.des import GapResource
 from trnsim.hardware import get_chip, get_core
 from trnsim.ir.trace import Instruction, Region, Trace
 from trnsim.options import Options
 from trnsim.source import SourceLoc
-from trnsim.timing import CostModel, dependencies, encode, native, schedule, scheduler
+from trnsim.timing import CostModel, dependencies, encode, native, schedule
 from trnsim.timing.deps import dependencies_py
 from trnsim.timing.scheduler import GAP_WINDOW, schedule_py
 from trnsim.timing.timeline import DepGraph
@@ -165,13 +166,13 @@ def test_long_dma_histories_exercise_the_gap_window(monkeypatch):
     """Mostly narrow DMAs (one to three queues) waiting on slow compute: gaps open and histories
     grow past GAP_WINDOW intervals, so the look-back limit and gap merging are compared too."""
     longest = [0]
-    place = scheduler._EngineGaps.place
+    place = GapResource.place  # the DMA queues' gap-filling server (timing/rules.py, des/gaps.py)
 
     def spy(self, ready, dur):
         longest[0] = max(longest[0], len(self.starts))
         return place(self, ready, dur)
 
-    monkeypatch.setattr(scheduler._EngineGaps, "place", spy)
+    monkeypatch.setattr(GapResource, "place", spy)
     rng = np.random.default_rng(5)
     ins = []
     for i in range(4000):

@@ -6,15 +6,20 @@ import subprocess
 import sys
 
 from ..errors import ConfigError
+from ..hardware import load_catalog
 from ..options import canonical_target
 
 
 def register(sub) -> None:
+    """Add ``trnsim exec`` to the command line."""
     p = sub.add_parser("exec", help="run a command with neuronxcc.nki / nki imports served by trnsim",
                        description="Run CMD (e.g. pytest, python my_kernel.py) so that "
                        "`import neuronxcc.nki` and `import nki` resolve to trnsim's simulated "
                        "NeuronCore.  Example: trnsim exec --target trn1 -- pytest tests/")
-    p.add_argument("--target", help="trn1 | trn2 | trn3 (default: $TRNSIM_TARGET or trn2)")
+    p.add_argument("--target", help="trn1 | trn2 | trn3, or a target of $TRNSIM_HARDWARE "
+                   "(default: $TRNSIM_TARGET or trn2)")
+    p.add_argument("--hardware", metavar="FILE.toml",
+                   help="hardware figures merged over the catalog (sets TRNSIM_HARDWARE for CMD)")
     p.add_argument("--strict", action="store_true",
                    help="never-written SBUF/PSUM values reaching an output are errors")
     p.add_argument("--no-fake-dmi", action="store_true",
@@ -24,9 +29,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    """Run the command with the shims on its PYTHONPATH; its exit status is ours."""
     from ..compat import shim_env
-    target = canonical_target(args.target) if args.target else None
+    hw = os.path.abspath(args.hardware) if args.hardware else None
+    if hw:
+        load_catalog(hw)  # a bad file is reported here, not as a traceback inside CMD
+    target = canonical_target(args.target, hw) if args.target else None
     env = shim_env(target=target, fake_dmi=not args.no_fake_dmi)
+    if hw:
+        env["TRNSIM_HARDWARE"] = hw
     if args.strict:
         env["TRNSIM_STRICT"] = "1"
     cmd = list(args.cmd)

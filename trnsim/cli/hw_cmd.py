@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("show", parents=[common], help="every figure of one core, chip or instance")
     p.add_argument("name", metavar="NAME",
-                   help="core (v2/v3/v4), target (trn1/trn2/trn3), chip key or instance key")
+                   help="core key (v3), target (trn2, gen3), chip key or instance key")
     p.set_defaults(func=cmd_show)
     hw.set_defaults(func=lambda args: (hw.print_help(), 1)[1])
 
@@ -51,7 +51,8 @@ def cmd_list(args) -> int:
         print_json(data)
         return 0
     out = console()
-    out.print(_keyed(table("NeuronCores", ["key", "name", "TensorE", "VectorE", "SBUF", "PSUM", "chips"],
+    out.print(_keyed(table("NeuronCores", ["key", "name", "TensorE", "VectorE", "SBUF", "PSUM",
+                                           "chips"],
                            _esc([(c["key"], c["name"], _fmt("tensor_hz", c["tensor_hz"]),
                              _fmt("vector_hz", c["vector_hz"]), _fmt("sbuf_bytes", c["sbuf_bytes"]),
                              _fmt("psum_bytes", c["psum_bytes"]), ", ".join(c["chips"]))
@@ -90,6 +91,7 @@ def _link(v: float) -> str:
 def list_data(cat: Catalog) -> Dict[str, List[Dict[str, Any]]]:
     """Headline figures of the whole catalog as plain JSON-able values (SI units)."""
     cores = [dict(key=c.key, name=c.name, generation=c.generation, nc_version=c.nc_version,
+                  targets=list(c.targets),
                   tensor_hz=c.clocks.tensor_hz, vector_hz=c.clocks.vector_hz,
                   scalar_hz=c.clocks.scalar_hz, gpsimd_hz=c.clocks.gpsimd_hz,
                   sbuf_bytes=c.sbuf.total_bytes, psum_bytes=c.psum.total_bytes,
@@ -151,7 +153,7 @@ def resolve(cat: Catalog, name: str) -> Tuple[str, Any]:
     except ConfigError:
         pass
     valid = {"cores": sorted(cat.cores), "chips": sorted(cat.chips),
-             "targets": ["trn1", "trn2", "trn3", "gen2", "gen3", "gen4"],
+             "targets": sorted(cat.targets),
              "instances": sorted(cat.instances)}
     listing = "; ".join(f"{k}: {', '.join(v)}" for k, v in valid.items())
     raise ConfigError(f"unknown hardware name {name!r}. Valid names are {listing}",

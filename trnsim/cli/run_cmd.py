@@ -8,14 +8,19 @@ import numpy as np
 
 
 def register(sub) -> None:
+    """Add ``trnsim demo`` to the command line."""
     p = sub.add_parser("demo", help="run a built-in example kernel (tiled bf16 matmul) and check it")
-    p.add_argument("--target", default=None, help="trn1 | trn2 | trn3 (default: $TRNSIM_TARGET or trn2)")
+    p.add_argument("--target", default=None, help="trn1 | trn2 | trn3, or a target of the --hardware "
+                   "file (default: $TRNSIM_TARGET or trn2)")
+    p.add_argument("--hardware", metavar="FILE.toml", help="hardware figures merged over the catalog "
+                   "(a what-if generation, e.g. trnsim/hardware/examples/trn4-projection.toml)")
     p.add_argument("--size", default="512x1024x1024", help="MxKxN (multiples of 128/128/512)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    """Run the tiled matmul example, compare it with numpy, print the figures; 1 if it is off."""
     from ..compat import install
     from ..errors import ConfigError
     from ..options import Options
@@ -29,9 +34,12 @@ def run(args) -> int:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((K, M), dtype=np.float32).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((K, N), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    opts = Options.from_env(**({"target": args.target} if args.target else {}))
+    opts = Options.from_env(**({"target": args.target} if args.target else {}),
+                            **({"hardware_file": args.hardware} if args.hardware else {}))
+    from .output import Spinner
     t0 = time.perf_counter()
-    res = matmul_tiled.run(a, b, options=opts)
+    with Spinner(not args.json):
+        res = matmul_tiled.run(a, b, options=opts)
     wall = time.perf_counter() - t0
     out = res.outputs.astype(np.float32)
     ref = (a.astype(np.float32).T @ b.astype(np.float32)).astype(ml_dtypes.bfloat16).astype(np.float32)
@@ -42,12 +50,8 @@ def run(args) -> int:
     summary = {"kernel": "matmul_tiled", "target": opts.target, "shape": [M, K, N],
                "max_abs_error_vs_numpy": err, "bf16_ulp_at_max": ulp, "ok": err <= ulp,
                "instructions": len(trace), "by_opcode": counts, "sim_seconds": round(wall, 3)}
-    try:
-        from ..timing import estimate_run
-        est = estimate_run(res)
-        summary["latency_us"] = round(est.latency_us, 3)
-    except ImportError:
-        pass
+    from ..timing import estimate_run
+    summary["latency_us"] = round(estimate_run(res).latency_us, 3)
     if args.json:
         from .output import print_json
         print_json(summary)

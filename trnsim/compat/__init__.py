@@ -25,6 +25,7 @@ _real_open = builtins.open
 
 
 def _pkg(name: str, **attrs) -> types.ModuleType:
+    """An empty package module standing in for a public name (``neuronxcc.starfish`` ...)."""
     m = types.ModuleType(name)
     m.__path__ = []  # a package, so submodule imports resolve through sys.modules
     m.__dict__.update(attrs)
@@ -32,13 +33,14 @@ def _pkg(name: str, **attrs) -> types.ModuleType:
 
 
 def _aliases() -> Dict[str, types.ModuleType]:
-    legacy = importlib.import_module("trnsim.nki.legacy")
-    lang = importlib.import_module("trnsim.nki.legacy.language")
-    isa = importlib.import_module("trnsim.nki.legacy.isa")
-    comp = importlib.import_module("trnsim.nki.legacy.compiler")
-    typ = importlib.import_module("trnsim.nki.legacy.typing")
-    const = importlib.import_module("trnsim.nki.legacy.constants")
-    from trnsim.nki.common import static_cast
+    """Public module name -> the trnsim module that serves it."""
+    legacy = importlib.import_module("trnsim.frontends.nki_legacy")
+    lang = importlib.import_module("trnsim.frontends.nki_legacy.language")
+    isa = importlib.import_module("trnsim.frontends.nki_legacy.isa")
+    comp = importlib.import_module("trnsim.frontends.nki_legacy.compiler")
+    typ = importlib.import_module("trnsim.frontends.nki_legacy.typing")
+    const = importlib.import_module("trnsim.frontends.nki_legacy.constants")
+    from trnsim.frontends.common import static_cast
 
     def allclose(a, b, *args, **kw):
         import numpy as np
@@ -46,7 +48,7 @@ def _aliases() -> Dict[str, types.ModuleType]:
                            *args, **kw)
 
     class TileIndex:  # legacy internal type some kernels annotate with
-        pass
+        """Stand-in for neuronxcc's internal tile index type (annotations only)."""
 
     indexing = _pkg("neuronxcc.nki.compiler.backends.neuron.indexing", TileIndex=TileIndex)
     tensor_mod = _pkg("neuronxcc.nki.compiler.backends.neuron.tensor",
@@ -75,16 +77,9 @@ def _aliases() -> Dict[str, types.ModuleType]:
         "neuronxcc.starfish.support.dtype": sdtype,
         "neuronxcc.starfish.support.util": sutil,
     }
-    try:
-        new = importlib.import_module("trnsim.nki.newapi")
-    except ModuleNotFoundError as e:
-        if e.name != "trnsim.nki.newapi":
-            raise
-        return out
-    if not hasattr(new, "SUBMODULES"):
-        return out
+    new = importlib.import_module("trnsim.frontends.nki")
     for sub in new.SUBMODULES:
-        out[f"nki.{sub}"] = importlib.import_module(f"trnsim.nki.newapi.{sub}")
+        out[f"nki.{sub}"] = importlib.import_module(f"trnsim.frontends.nki.{sub}")
     out["nki"] = new
     out["nki_cpu_simulator"] = _pkg("nki_cpu_simulator", nki=new)
     out["nki_cpu_simulator.nki"] = new
@@ -128,9 +123,11 @@ def _replace_self(name: str) -> None:
 
 
 def _dmi_product_name() -> str:
+    from trnsim.hardware import load_catalog
     from trnsim.options import Options
-    t = Options.from_env().target
-    return {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "trn3.48xlarge"}[t]
+    opts = Options.from_env()
+    chip = load_catalog(opts.hardware_file).chip_for(opts.target)
+    return chip.dmi_product_name or opts.target  # a what-if chip may name no instance
 
 
 def _open_with_dmi(file, *args, **kwargs):

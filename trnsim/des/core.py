@@ -4,7 +4,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 
@@ -87,9 +87,33 @@ class Resource:
         self.jobs = 0
 
     def acquire(self, ready: float, duration: float) -> float:
-        """Start time of a job ready at ``ready`` lasting ``duration``; the resource is held until it ends."""
+        """Start time of a job ready at ``ready`` lasting ``duration``; the resource is held until
+        it ends."""
         start = ready if ready > self.free_at else self.free_at
         self.free_at = start + duration
         self.busy += duration
         self.jobs += 1
         return start
+
+    def earliest(self, ready: float) -> float:
+        """When a job ready at ``ready`` could start (nothing is held): for jobs whose duration
+        depends on their start time, followed by ``hold``."""
+        return ready if ready > self.free_at else self.free_at
+
+    def hold(self, start: float, duration: float) -> None:
+        """Occupy the resource from ``start`` (at or after ``earliest``) for ``duration``."""
+        self.free_at = start + duration
+        self.busy += duration
+        self.jobs += 1
+
+
+def acquire_all(resources: Sequence[Resource], ready: float, duration: float) -> float:
+    """Start a job that needs every resource at once (an engine and a shared port, a circuit over
+    several links): the latest of ``ready`` and their free times; all are held until it ends."""
+    start = ready
+    for r in resources:
+        if r.free_at > start:
+            start = r.free_at
+    for r in resources:
+        r.hold(start, duration)
+    return start

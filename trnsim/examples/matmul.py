@@ -11,6 +11,7 @@ import neuronxcc.nki.language as nl
 
 @nki.jit
 def matmul_tiled(lhsT, rhs):
+    """out[M, N] = lhsT.T @ rhs for lhsT [K, M], rhs [K, N] (multiples of 128, 128, 512)."""
     K, M = lhsT.shape
     K2, N = rhs.shape
     assert K == K2, "lhsT and rhs must share the contraction dim"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, HardwareFileError
-from ..options import canonical_target
-from .loader import build, load_merged, unwrap
+from .loader import build, load_merged, resolve_bases, unwrap
 from .schema import TOPOLOGIES, ChipSpec, CoreSpec, InstanceSpec
 
 BUILTIN_FILES = ("cores.toml", "chips.toml", "instances.toml", "numerics.toml", "sources.toml")
@@ -16,6 +16,7 @@ BUILTIN_FILES = ("cores.toml", "chips.toml", "instances.toml", "numerics.toml", 
 
 @dataclass(frozen=True)
 class Catalog:
+    """Every core, chip and instance of the built-in data (plus a user's file), by key."""
     cores: Mapping[str, CoreSpec]
     chips: Mapping[str, ChipSpec]
     numerics: Mapping[str, object]
@@ -23,12 +24,31 @@ class Catalog:
     extra: Mapping[str, dict] = field(default_factory=dict)
     instances: Mapping[str, InstanceSpec] = field(default_factory=dict)
 
+    @functools.cached_property
+    def targets(self) -> Mapping[str, str]:
+        """Every accepted target spelling -> its canonical target (from the cores' ``targets``)."""
+        return types.MappingProxyType({name: c.target for c in self.cores.values()
+                                       for name in c.targets})
+
+    def canonical_target(self, name: str) -> str:
+        """Map an accepted spelling (trn2, gen3, v3, trn2.48xlarge) to its canonical target."""
+        key = str(name).strip().lower()
+        aliases = self.targets
+        for k in (key, key.split(".")[0]):  # an instance type names its family
+            if k in aliases:
+                return aliases[k]
+        canon = sorted(set(aliases.values()))
+        raise ConfigError(f"unknown target {name!r}", rule="target",
+                          limit=f"one of {', '.join(canon)} (or {', '.join(sorted(set(aliases) - set(canon)))})",
+                          value=name, hint="a new generation is a hardware file: see trnsim hw list "
+                          "and --hardware / TRNSIM_HARDWARE")
+
     def chip_for(self, target: str) -> ChipSpec:
         """The chip a target name designates: trn1 -> Trn1, trn2 -> Trn2, trn3 -> Trn3 (or a chip key)."""
         key = str(target).strip().lower()
         if key in self.chips:
             return self.chips[key]
-        t = canonical_target(key)
+        t = self.canonical_target(key)
         for c in self.chips.values():
             if c.target == t:
                 return c
@@ -36,6 +56,7 @@ class Catalog:
                           value=target)
 
     def core_for(self, target: str) -> CoreSpec:
+        """The core a target (or core key, or chip key) designates."""
         key = str(target).strip().lower()
         if key in self.cores:
             return self.cores[key]
@@ -62,7 +83,8 @@ class Catalog:
 def _build_all(raw: dict, origin: dict) -> Catalog:
     sources: Dict[str, str] = {}
     tags = raw.get("sources", {}).get("tags", {})
-    cores_raw = unwrap(raw.get("cores", {}), "", sources, origin.get("cores", "cores"))
+    cores_raw = unwrap(resolve_bases(raw.get("cores", {}), origin.get("cores", "cores")), "", sources,
+                       origin.get("cores", "cores"))
     cores = {}
     for key, table in cores_raw.items():
         if not isinstance(table, Mapping):
@@ -71,7 +93,8 @@ def _build_all(raw: dict, origin: dict) -> Catalog:
         core_sources = {k: v for k, v in sources.items() if k.startswith(key + ".")}
         cores[key] = build(CoreSpec, table, key, origin["cores"], key=key, sources=core_sources)
     chip_sources: Dict[str, str] = {}
-    chips_raw = unwrap(raw.get("chips", {}), "", chip_sources, origin.get("chips", "chips"))
+    chips_raw = unwrap(resolve_bases(raw.get("chips", {}), origin.get("chips", "chips")), "",
+                       chip_sources, origin.get("chips", "chips"))
     chips = {}
     for key, table in chips_raw.items():
         spec = build(ChipSpec, table, key, origin["chips"], key=key,
@@ -80,6 +103,7 @@ def _build_all(raw: dict, origin: dict) -> Catalog:
             raise HardwareFileError(f"{origin['chips']}: chip {key} names unknown core {spec.core!r}",
                                     rule="hardware-file-reference", limit=sorted(cores), value=spec.core)
         chips[key] = spec
+    _check_targets(cores, chips, origin.get("cores", "cores"), origin.get("chips", "chips"))
     num_sources: Dict[str, str] = {}
     numerics = unwrap(raw.get("numerics", {}), "", num_sources, origin.get("numerics", "numerics"))
     _check_numerics(numerics, origin.get("numerics", "numerics"))
@@ -88,6 +112,31 @@ def _build_all(raw: dict, origin: dict) -> Catalog:
              if k not in ("cores", "chips", "instances", "numerics", "sources")}
     return Catalog(cores=cores, chips=chips, numerics=numerics, source_tags=dict(tags), extra=extra,
                    instances=instances)
+
+
+def _check_targets(cores: Mapping[str, CoreSpec], chips: Mapping[str, ChipSpec], core_file: str,
+                   chip_file: str) -> None:
+    """Target names are unique across cores; every chip's target is its core's canonical target."""
+    seen: Dict[str, str] = {}
+    for key, core in cores.items():
+        for name in core.targets:
+            if name != name.strip().lower() or not name:
+                raise HardwareFileError(f"{core_file}: {key}.targets entry {name!r} must be lower case",
+                                        rule="hardware-file-range", value=name)
+            if name in seen and seen[name] != key:
+                raise HardwareFileError(f"{core_file}: target {name!r} of core {key} is already a "
+                                        f"target of core {seen[name]}", rule="hardware-file-reference",
+                                        value=name, hint="each spelling may select one generation only")
+            seen[name] = key
+    for key, chip in chips.items():
+        want = cores[chip.core].target
+        if chip.target != want:
+            raise HardwareFileError(f"{chip_file}: chip {key} has target {chip.target!r} but its core "
+                                    f"{chip.core} is selected by {want or 'no target'}",
+                                    rule="hardware-file-reference", limit=want or None,
+                                    value=chip.target,
+                                    hint=f"set targets = [\"{chip.target}\", ...] on core {chip.core}"
+                                    if not want else f"set target = \"{want}\" on chip {key}")
 
 
 def instance_name_key(name: str) -> str:
@@ -207,4 +256,5 @@ def get_core(target: str = "trn2", user_file: Optional[str] = None) -> CoreSpec:
 
 
 def get_chip(target: str = "trn2", user_file: Optional[str] = None) -> ChipSpec:
+    """ChipSpec for a target name or chip key."""
     return load_catalog(user_file).chip_for(target)

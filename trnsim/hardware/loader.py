@@ -27,6 +27,7 @@ Sources = Dict[str, str]
 
 
 def read_toml(path: str) -> dict:
+    """Parse one TOML file; a missing or malformed file is a HardwareFileError naming it."""
     try:
         with open(path, "rb") as f:
             return _toml.load(f)
@@ -51,6 +52,7 @@ def deep_merge(base: dict, over: Mapping) -> dict:
 
 
 def is_figure(v: Any) -> bool:
+    """A figure is a table with a ``value`` (and its ``source``)."""
     return isinstance(v, Mapping) and "value" in v
 
 
@@ -178,3 +180,51 @@ def load_merged(names: Tuple[str, ...], user_file: str | None) -> Tuple[dict, di
         for k in user:
             origin[k] = f"{origin[k]} + {user_file}"
     return raw, origin
+
+
+# keys a derived table never takes from its base: the names that select a generation must be
+# unique, so a what-if core states its own
+NOT_INHERITED = frozenset(["targets", "dmi_product_name"])
+
+
+def resolve_bases(section: Mapping, file: str) -> dict:
+    """Expand ``base = "KEY"`` in each table of ``section``: the base's raw table (itself
+    resolved first) with the table's own keys merged over it; inherited figures say so in their note."""
+    out: dict = {}
+
+    def resolve(key: str, chain: Tuple[str, ...]) -> dict:
+        if key in out:
+            return out[key]
+        table = section[key]
+        if not isinstance(table, Mapping) or "base" not in table:
+            out[key] = table
+            return table
+        base = table["base"]
+        if base not in section or not isinstance(base, str):
+            raise HardwareFileError(f"{file}: {key}.base names unknown entry {base!r}",
+                                    rule="hardware-file-reference", limit=sorted(section), value=base)
+        if base in chain:
+            raise HardwareFileError(f"{file}: {key}.base forms a cycle {' -> '.join(chain + (base,))}",
+                                    rule="hardware-file-reference", value=base)
+        parent = {k: v for k, v in resolve(base, chain + (key,)).items() if k not in NOT_INHERITED}
+        own = {k: v for k, v in table.items() if k != "base"}
+        out[key] = deep_merge(_mark_inherited(parent, base), own)
+        return out[key]
+
+    for k in section:
+        resolve(k, (k,))
+    return out
+
+
+def _mark_inherited(table: Mapping, base: str) -> dict:
+    """A copy of ``table`` whose figures carry 'inherited from BASE' in their note."""
+    out = {}
+    for k, v in table.items():
+        if is_figure(v):
+            v = dict(v)
+            note = f"inherited from {base}"
+            v["note"] = f"{v['note']}; {note}" if v.get("note") else note
+        elif isinstance(v, Mapping):
+            v = _mark_inherited(v, base)
+        out[k] = v
+    return out

@@ -19,10 +19,12 @@ class OnChipMemory:
 
     @property
     def total_bytes(self) -> int:
+        """Capacity of the whole memory (all partitions)."""
         return self.partitions * self.bytes_per_partition
 
     @property
     def usable_bytes_per_partition(self) -> int:
+        """Bytes per partition a kernel may allocate (the reserved part excluded)."""
         return self.bytes_per_partition - self.reserved_bytes_per_partition
 
 
@@ -78,6 +80,7 @@ class EngineMemoryAccess:
 
 @dataclass(frozen=True)
 class EngineAccessTable:
+    """Memory access of each engine (the ISA's engine/memory table)."""
     tensor: EngineMemoryAccess
     vector: EngineMemoryAccess
     scalar: EngineMemoryAccess
@@ -87,6 +90,7 @@ class EngineAccessTable:
 
 @dataclass(frozen=True)
 class Clocks:
+    """Engine clocks of one NeuronCore, Hz."""
     tensor_hz: float
     vector_hz: float
     scalar_hz: float
@@ -96,6 +100,7 @@ class Clocks:
 
 @dataclass(frozen=True)
 class TensorTiming:
+    """Tensor engine cost figures (cycles in the PE clock)."""
     mm_init_cycles: int
     fp32_passes: int
     ls_cycles_per_column: float
@@ -113,6 +118,7 @@ class TensorTiming:
 
 @dataclass(frozen=True)
 class VectorTiming:
+    """Vector engine cost figures (cycles in the Vector clock)."""
     elems_per_cycle: float
     two_input_factor: float
     access_bubble_cycles: float
@@ -126,6 +132,7 @@ class VectorTiming:
 
 @dataclass(frozen=True)
 class ScalarTiming:
+    """Scalar (activation) engine cost figures (cycles in its clock)."""
     elems_per_cycle: float
     access_bubble_cycles: float
     min_ii_cycles: float
@@ -137,6 +144,7 @@ class ScalarTiming:
 
 @dataclass(frozen=True)
 class GpSimdTiming:
+    """GpSimd engine cost figures (cycles in its clock)."""
     elems_per_cycle_32bit: float
     access_bubble_cycles: float
     min_ii_cycles: float
@@ -145,6 +153,7 @@ class GpSimdTiming:
 
 @dataclass(frozen=True)
 class DmaTiming:
+    """DMA cost figures: per-engine rate, efficiency curve, fixed latencies."""
     engine_bytes_per_ns: float
     partitions_per_engine: int
     efficiency_bytes: Tuple[float, ...]
@@ -158,6 +167,7 @@ class DmaTiming:
 
 @dataclass(frozen=True)
 class SyncTiming:
+    """Cross-engine synchronisation cost."""
     cross_engine_ns: float
 
 
@@ -199,9 +209,18 @@ class CoreSpec:
     dtypes: Tuple[str, ...]
     lnc: Tuple[int, ...]
     timing: CoreTiming
+    # names that select this generation: the first is the canonical target (what
+    # ``Options.target`` becomes), the rest are accepted spellings (gen3, v3, trn2u, ...)
+    targets: Tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def target(self) -> str:
+        """The canonical target name of this generation ('' when the data gives none)."""
+        return self.targets[0] if self.targets else ""
+
     def source(self, path: str) -> str:
+        """Where the figure at dotted ``path`` comes from ('n/s' when not stated)."""
         return self.sources.get(f"{self.key}.{path}", "n/s")
 
 
@@ -236,11 +255,19 @@ class ChipSpec:
     cc_cores: int = 0
     dma_bandwidth_bytes_per_s: float = 0.0
     peak_flops: PeakFlops = field(default_factory=PeakFlops)
+    # what /sys/devices/virtual/dmi/id/product_name reads under ``trnsim exec`` when this chip
+    # is simulated ('' = the target name)
+    dmi_product_name: str = ""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def hbm_bytes_per_core(self) -> int:
+        """HBM capacity divided evenly over the chip's cores."""
         return self.hbm_bytes // self.cores
+
+    def source(self, path: str) -> str:
+        """Where the figure at dotted ``path`` comes from ('n/s' when not stated)."""
+        return self.sources.get(f"{self.key}.{path}", "n/s")
 
 
 @dataclass(frozen=True)
@@ -291,11 +318,14 @@ class InstanceSpec:
 
     @property
     def chips_per_node(self) -> int:
+        """Chips in one server of the UltraServer (all chips for a plain instance)."""
         return self.chips // self.nodes
 
     @property
     def efa_bits_per_s_per_chip(self) -> Optional[float]:
+        """EFA bandwidth divided over the chips (None when the docs print none)."""
         return None if self.efa_bandwidth_bits_per_s is None else self.efa_bandwidth_bits_per_s / self.chips
 
     def source(self, path: str) -> str:
+        """Where the figure at dotted ``path`` comes from ('n/s' when not stated)."""
         return self.sources.get(f"{self.key}.{path}", "n/s")

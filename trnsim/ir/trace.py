@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 
 from ..source import SourceLoc
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
+from .engines import ENGINES  # noqa: F401  (re-exported from the one engine table)
 
 
 class Region(NamedTuple):
@@ -73,6 +73,7 @@ class Instruction(NamedTuple):
     core: int = 0
 
     def attr(self, key: str, default: Any = None) -> Any:
+        """The value of attribute ``key`` (``default`` when absent)."""
         for k, v in self.attrs:
             if k == key:
                 return v
@@ -80,6 +81,7 @@ class Instruction(NamedTuple):
 
     @property
     def elements(self) -> int:
+        """Elements of the work: partitions x free size."""
         return self.partitions * self.free
 
 
@@ -98,6 +100,7 @@ def reserve_synthetic_ids(n: int) -> int:
 
 
 def peek_synthetic_id() -> int:
+    """The next synthetic id ``reserve_synthetic_ids`` would hand out (nothing is reserved)."""
     return _synth_next[0]
 
 
@@ -126,6 +129,7 @@ class LoopBlock:
         self.n = len(self.template) * count
 
     def local_id(self, c: int, rank: int) -> int:
+        """Synthetic tensor id of body-local tile ``rank`` in synthesized iteration ``c``."""
         return -(self.synth_first + c * self.nlocal + rank)
 
     def materialize(self, first_index: int, lo: int = 0, hi: Optional[int] = None
@@ -170,6 +174,7 @@ class InstructionList(Sequence):
         return self._tail if len(self._segs) == 1 else None
 
     def append(self, ins: "Instruction") -> None:
+        """Append a recorded instruction (O(1))."""
         self._tail.append(ins)
         self._n += 1
 
@@ -213,6 +218,7 @@ class InstructionList(Sequence):
                 yield from seg.materialize(self._starts[s])
 
     def iter_range(self, lo: int, hi: int) -> Iterator["Instruction"]:
+        """Instructions ``lo .. hi`` in order, materializing only the loop iterations in range."""
         if lo >= hi:
             return
         s = self._seg_of(lo)
@@ -231,6 +237,7 @@ class InstructionList(Sequence):
 
     @property
     def blocks(self) -> List[LoopBlock]:
+        """The synthesized loop blocks, in program order."""
         return [s for s in self._segs if not isinstance(s, list)]
 
     # -- restructuring (fastforward.py) ------------------------------------------------------
@@ -362,6 +369,7 @@ class Trace:
         return got
 
     def append(self, ins: Instruction) -> int:
+        """Append ``ins``; returns its index."""
         self.instructions.append(ins)
         return len(self.instructions) - 1
 
@@ -381,15 +389,18 @@ class Trace:
         return i
 
     def remap_epoch(self) -> int:
+        """How many index remappings have happened (the ``since`` to pass to ``resolve`` later)."""
         return len(self._remaps)
 
     def by_engine(self) -> Dict[str, List[Instruction]]:
+        """The instructions grouped by engine, each list in program order."""
         out: Dict[str, List[Instruction]] = {}
         for ins in self.instructions:
             out.setdefault(ins.engine, []).append(ins)
         return out
 
     def counts(self) -> Dict[str, int]:
+        """Instructions per opcode."""
         out: Dict[str, int] = {}
         for ins in self.instructions:
             out[ins.opcode] = out.get(ins.opcode, 0) + 1
@@ -397,6 +408,7 @@ class Trace:
 
     # -- persistence -------------------------------------------------------------------------
     def to_json(self) -> str:
+        """The trace as JSON (format ``trnsim-trace/1``; regions stored once, referenced by id)."""
         regions: Dict[Region, int] = {}
         rows = []
 
@@ -415,6 +427,7 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> "Trace":
+        """Load a trace written by ``to_json``; another format raises ConfigError."""
         d = json.loads(text)
         if d.get("format") != "trnsim-trace/1":
             from ..errors import ConfigError

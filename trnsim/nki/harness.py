@@ -1,7 +1,8 @@
 """Launching kernels: argument conversion, SPMD grids (legacy) and LNC (new API), nested sub-kernel
 calls, results back as numpy (or torch when torch came in), and the trace of the run.
 
-Both API generations share this; their front ends (legacy/, newapi/) only differ in signatures.
+Both API generations share this; what differs between their compilers is data (``Conventions``),
+handed in by the front ends (``trnsim.frontends``).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import functools
 import inspect
 import itertools
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -20,33 +21,13 @@ from ..source import SourceLoc, describe, is_internal, strip_internal_frames, us
 from .core import dtypes as dt
 from .core import fastforward
 from .core.context import KernelContext, maybe_current, running
+from .core.conventions import Conventions, conventions
 from .core.storage import Storage
 from .core.tensor import NkiTensor
 from ..ir.trace import Trace
 
 _last = threading.local()
 ACTIVE_TRACES: List[Trace] = []  # traces being recorded now (progress display reads their length)
-
-
-class SpmdDim(int):
-    """``nl.spmd_dim(n, nl.nc(k))`` / ``nl.nc(k) * n``: a grid dim spread over k NeuronCores."""
-
-    def __new__(cls, n, cores: int = 1):
-        obj = super().__new__(cls, int(n))
-        obj.cores = int(cores)
-        return obj
-
-
-class NC:
-    """``nl.nc(k)``: k NeuronCores; ``nl.nc(2) * 4`` is ``spmd_dim(8, nc(2))``."""
-
-    def __init__(self, k: int):
-        self.k = int(k)
-
-    def __mul__(self, n):
-        return SpmdDim(int(n) * self.k, self.k)
-
-    __rmul__ = __mul__
 
 
 @dataclasses.dataclass
@@ -259,11 +240,13 @@ def _check_outputs_written(ctx: KernelContext, ret) -> None:
                                   rule="err_tensor_output_not_written_to", loc=st.loc)
 
 
-def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (), lnc: int = 1,
-           options: Optional[Options] = None, writable_inputs: bool = False,
-           kernel_name: Optional[str] = None) -> RunResult:
-    """Run ``fn`` as a top-level kernel: every grid point (legacy) or LNC core (new API)."""
+def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventions],
+           grid: Tuple = (), lnc: int = 1, options: Optional[Options] = None,
+           writable_inputs: bool = False, kernel_name: Optional[str] = None) -> RunResult:
+    """Run ``fn`` as a top-level kernel on every grid point or LNC core; ``api``: the compiler's
+    Conventions (or a preset name)."""
     __tracebackhide__ = True
+    conv = conventions(api)
     opts = options or Options.from_env()
     mutable = _mutable_params(fn)
     names, _ = _bind_names(fn, args, kwargs)
@@ -281,14 +264,15 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: str, grid: Tuple = (
     ret = None
     try:
         if lnc > 1:
-            ret, traces = _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname)
+            ret, traces = _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname)
         else:
             trace = Trace(target=opts.target, meta={"kernel": kname, "grid": list(grid), "lnc": 1})
             traces = [trace]
             ACTIVE_TRACES.append(trace)
             points = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
             for pid in points:
-                ctx = KernelContext(options=opts, api=api, core_id=0, program_id=pid, grid=grid,
+                ctx = KernelContext(options=opts, conventions=conv, core_id=0, program_id=pid,
+                                    grid=grid,
                                     trace=trace, shared=shared, kernel_name=kname, lnc=1)
                 with running(ctx):
                     ret = fn(*cargs, **ckw)
@@ -341,7 +325,7 @@ def _locate(e: TrnsimError, fn) -> None:
         e.where = f"kernel {loc.function!r} defined at " + describe(loc)
 
 
-def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
+def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
     """LNC=2: two logical cores as threads sharing shared_hbm (barriers and sendrecv sync them)."""
     if lnc not in (1, 2):
         raise LaunchError(f"LNC must be 1 or 2, got {lnc}", rule="lnc-value", limit="1 or 2",
@@ -362,7 +346,7 @@ def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
     ctxs: List[Optional[KernelContext]] = [None] * lnc
 
     def body(i):
-        ctx = KernelContext(options=opts, api=api, core_id=i, program_id=(i,), grid=(lnc,),
+        ctx = KernelContext(options=opts, conventions=conv, core_id=i, program_id=(i,), grid=(lnc,),
                             trace=traces[i], shared=shared, kernel_name=kname, lnc=lnc)
         ctxs[i] = ctx
         ctx.group = group
@@ -393,11 +377,11 @@ def _run_lnc(fn, cargs, ckw, api, lnc, opts, shared, kname):
 class Kernel:
     """A kernel function with its launch options; ``kernel[grid]`` sets the grid / LNC."""
 
-    def __init__(self, fn: Callable, *, api: str, mode: str = "auto", grid: Tuple = (),
-                 lnc: int = 1, trace_mode: bool = False, options: Optional[dict] = None,
-                 platform_target: Optional[str] = None):
+    def __init__(self, fn: Callable, *, api: Union[str, Conventions], mode: str = "auto",
+                 grid: Tuple = (), lnc: int = 1, trace_mode: bool = False,
+                 options: Optional[dict] = None, platform_target: Optional[str] = None):
         self.fn = fn
-        self.api = api
+        self.conventions = conventions(api)
         self.mode = mode
         self.grid = grid
         self.lnc = lnc
@@ -415,7 +399,7 @@ class Kernel:
     def __getitem__(self, grid) -> "Kernel":
         if not isinstance(grid, tuple):
             grid = (grid,)
-        if self.api == "new":
+        if self.conventions.launch_by_lnc:
             if len(grid) != 1:
                 raise LaunchError("new-API kernels launch as kernel[lnc] with one number",
                                   rule="lnc-launch", limit="kernel[1] or kernel[2]", value=grid,
@@ -424,12 +408,14 @@ class Kernel:
         return self._replace(grid=tuple(grid))
 
     def run(self, *args, options: Optional[Options] = None, **kwargs) -> RunResult:
+        """Launch at the top level and return the RunResult (outputs and traces)."""
         __tracebackhide__ = True
         opts = options or Options.from_env()
         if self.platform_target:
             opts = opts.replace(target=self.platform_target)
-        return launch(self.fn, args, kwargs, api=self.api, grid=self.grid, lnc=self.lnc,
-                      options=opts, writable_inputs=self.trace_mode or self.api == "new",
+        return launch(self.fn, args, kwargs, api=self.conventions, grid=self.grid, lnc=self.lnc,
+                      options=opts,
+                      writable_inputs=self.trace_mode or self.conventions.writable_inputs,
                       kernel_name=getattr(self.fn, "__name__", "kernel"))
 
     def __call__(self, *args, **kwargs):
@@ -449,10 +435,11 @@ class Kernel:
         return self.run(*args, **kwargs).outputs
 
     def __repr__(self):
-        return f"<trnsim kernel {getattr(self.fn, '__name__', '?')} api={self.api} grid={self.grid}>"
+        name = getattr(self.fn, '__name__', '?')
+        return f"<trnsim kernel {name} api={self.conventions.name} grid={self.grid}>"
 
 
-def as_kernel(k, api: str = "legacy") -> Kernel:
+def as_kernel(k, api: Union[str, Conventions] = "legacy") -> Kernel:
     """Accept a Kernel, a wrapped kernel (baremetal/benchmark) or a plain function."""
     if isinstance(k, Kernel):
         return k

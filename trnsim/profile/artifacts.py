@@ -12,6 +12,8 @@ from .perfetto import write_perfetto
 
 
 def write_profile_artifacts(run, working_directory: str, opts: dict) -> dict:
+    """Time a harness run and write its Perfetto JSON and HTML report into
+    ``working_directory`` (the legacy ``profile`` decorator's outputs); returns their paths."""
     os.makedirs(working_directory, exist_ok=True)
     est = estimate_run(run)
     base = os.path.splitext(os.path.basename(opts.get("save_trace_name") or "profile.ntff"))[0]

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Tuple
+from typing import Iterator, List
 
+from ..ir.engines import COMPUTE_ENGINES, TRACK_NAME
 from ..timing.estimate import Estimate
 
-# profiler-style track names (cf. qPE / qAct / qPool / qDVE / qSP in Neuron Explorer)
-TRACK_NAME = {"tensor": "PE", "vector": "DVE", "scalar": "ACT", "gpsimd": "POOL", "sync": "SP"}
-TRACK_ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync")
+# profiler-style track names (cf. qPE / qAct / qPool / qDVE / qSP in Neuron Explorer) come from the
+# engine table; the DMA queues get one track each instead of one "DMA" track
+TRACK_ORDER = COMPUTE_ENGINES
 
 
 @dataclass(frozen=True)
 class Event:
+    """One slice of the timeline: a track, the opcode, start, duration and source line."""
     track: str          # e.g. "NC0:PE", "NC0:DMA:q3"
     name: str           # opcode
     start_ns: float
@@ -29,6 +31,7 @@ class Event:
 
 
 def tracks(est: Estimate) -> List[str]:
+    """Track names in display order: per core its compute engines, then its DMA queues."""
     out = []
     for c in est.cores:
         nc = f"NC{c.core}"

@@ -8,8 +8,8 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..ir.engines import ENGINE_CODE
 from ..timing.estimate import Estimate
-from ..timing.timeline import ENGINE_CODE
 from .events import TRACK_NAME, TRACK_ORDER, _src, events, tracks
 
 MAX_EVENTS = 300_000  # beyond this, adjacent slices on a track are merged for drawing
@@ -97,6 +97,7 @@ window.addEventListener('resize', resize); resize();
 
 
 def report_data(est: Estimate) -> Dict:
+    """The compact JSON the HTML report embeds: summary, tracks and slices as columns."""
     names: Dict[str, int] = {}
     srcs: Dict[str, int] = {}
     tr = tracks(est)
@@ -155,11 +156,13 @@ def _merged_bars(est: Estimate, eps: float):
 
 
 def render_html(est: Estimate, title: str = "") -> str:
+    """A self-contained HTML report (no network access needed to view it)."""
     data = json.dumps(report_data(est), separators=(",", ":")).replace("</", "<\\/")
     t = html.escape(title or f"{est.kernel} on {est.target}")
     return _PAGE.replace("__TITLE__", t).replace("__DATA__", data)
 
 
 def write_html(est: Estimate, path: str, title: str = "") -> None:
+    """Write ``render_html`` to ``path``."""
     with open(path, "w") as f:
         f.write(render_html(est, title))

@@ -7,6 +7,7 @@ import os
 from typing import Dict, List
 
 from ..errors import ConfigError
+from ..ir.dtypes import width as _width
 from ..timing.estimate import Estimate
 
 
@@ -111,15 +112,9 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
     return {"Instruction": ins_cols, "DmaPacket": dma_cols, "Summary": summary}
 
 
-_W = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2,
-      "int16": 2, "uint16": 2}
-
-
-def _width(d: str) -> int:
-    return _W.get(d, 1 if d.startswith(("float8", "int8", "uint8", "bool")) else 4)
-
-
 def write_parquet(est: Estimate, directory: str) -> List[str]:
+    """Write the Instruction / DmaPacket / Summary tables as Parquet files (needs pyarrow);
+    returns their paths."""
     pa, pq = _pa()
     os.makedirs(directory, exist_ok=True)
     out = []

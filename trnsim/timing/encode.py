@@ -21,7 +21,8 @@ import numpy as np
 
 from ..ir.trace import Instruction, Region, Trace
 from .costs import CostModel
-from .timeline import ENGINE_CODE, ENGINE_ORDER
+from .rules import PSUM_PORT_ENGINES, SBUF_PORT_ENGINES
+from ..ir.engines import ENGINE_CODE, ENGINE_ORDER, check as check_engine
 
 # CostModel fields read per region (costs.py); the rest (tensor, name, partition, start, stop) is
 # address, which is why it is left out of the shape key
@@ -52,14 +53,17 @@ class EncodedTrace:
 
     @property
     def shape_engine(self) -> np.ndarray:
+        """Engine code per shape."""
         return np.array([self.engines.index(r.engine) for r in self.reps], dtype=np.uint8)
 
     @property
     def shape_nreads(self) -> np.ndarray:
+        """Regions read per shape."""
         return np.array([len(r.reads) for r in self.reps], dtype=np.int32)
 
     @property
     def shape_nregs(self) -> np.ndarray:
+        """Regions read and written per shape."""
         return np.array([len(r.reads) + len(r.writes) for r in self.reps], dtype=np.int32)
 
 
@@ -256,7 +260,7 @@ def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
     for s, ins in enumerate(enc.reps):
         eng = ins.engine
         if eng not in ENGINE_CODE:
-            raise KeyError(eng)  # as the reference scheduler: no such engine on the core
+            check_engine(eng)  # raises UnknownEngineError (a KeyError too), as the reference does
         if eng == "dma":
             c = model.dma(ins)
             kind[s] = KIND_DMA
@@ -276,10 +280,10 @@ def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
         c = model.compute(ins)
         occ[s], lat[s] = c.occupancy_ns, c.latency_ns
         regs = tuple(ins.reads) + tuple(ins.writes)
-        if pt.vector_gpsimd_share_sbuf and eng in ("vector", "gpsimd") and \
+        if pt.vector_gpsimd_share_sbuf and eng in SBUF_PORT_ENGINES and \
                 any(r.memory == "sbuf" for r in regs):
             ports[s] |= PORT_SBUF
-        if pt.vector_scalar_share_psum and eng in ("vector", "scalar") and \
+        if pt.vector_scalar_share_psum and eng in PSUM_PORT_ENGINES and \
                 any(r.memory == "psum" for r in regs):
             ports[s] |= PORT_PSUM
     return CostTable(kind, enc.shape_engine, enc.shape_nreads, enc.shape_nregs, occ, occ_same, lat,

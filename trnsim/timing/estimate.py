@@ -1,21 +1,20 @@
 """Estimate: the timing of a whole run (every core's trace) and its summary figures."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from ..hardware import load_catalog
-from ..hardware.schema import ChipSpec, CoreSpec
+from ..hardware.schema import CoreSpec
 from ..ir.trace import Trace
-from .costs import CostModel
-from .scheduler import ENGINE_ORDER, Timeline, schedule
-
-ENGINE_LABEL = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
-                "sync": "Sync", "dma": "DMA"}
+from ..ir.engines import LABEL as ENGINE_LABEL
+from .costs import CostModel, tensor_peak_flops_per_ns
+from .scheduler import Timeline, schedule
 
 
 @dataclass
 class CoreEstimate:
+    """The timing of one (logical) core: its trace, Timeline and core spec."""
     core: int
     trace: Trace
     timeline: Timeline
@@ -23,12 +22,15 @@ class CoreEstimate:
 
     @property
     def latency_ns(self) -> float:
+        """When the core's last result is ready."""
         return self.timeline.latency_ns
 
     def engine_busy_ns(self) -> Dict[str, float]:
+        """Summed occupancy per compute engine."""
         return self.timeline.engine_busy_ns()
 
     def queue_busy_ns(self) -> Dict[int, float]:
+        """Busy time per DMA queue."""
         return self.timeline.dma_parts.queue_busy_ns()
 
     def dma_active_ns(self) -> float:
@@ -47,17 +49,22 @@ class Estimate:
 
     @property
     def latency_ns(self) -> float:
+        """Latency of the run: the slowest core."""
         return max((c.latency_ns for c in self.cores), default=0.0)
 
     @property
     def latency_us(self) -> float:
+        """``latency_ns`` in microseconds."""
         return self.latency_ns / 1e3
 
     @property
     def instructions(self) -> int:
+        """Instructions over every core."""
         return sum(len(c.trace) for c in self.cores)
 
     def summary(self) -> dict:
+        """The figures ``trnsim kernel`` prints: latency, engine busy shares, HFU, HBM traffic,
+        SBUF peak and the bottleneck verdict (a JSON-ready dict)."""
         lat = self.latency_ns or 1.0
         c0 = self.cores[0]
         engines: Dict[str, float] = {}
@@ -78,8 +85,7 @@ class Estimate:
             for k in per_core[0]:
                 engines[k] = sum(p.get(k, 0.0) for p in per_core) / len(per_core)
         spec = c0.spec
-        peak = 2.0 * spec.tensor.max_contraction * spec.tensor.max_stationary_free * \
-            spec.clocks.tensor_hz / 1e9  # BF16 FLOP per ns
+        peak = tensor_peak_flops_per_ns(spec)  # BF16 FLOP per ns
         eq = sum(c.timeline.pe_bf16_equiv for c in self.cores)
         flops = sum(c.timeline.flops for c in self.cores)
         hfu = eq / (peak * lat * len(self.cores))

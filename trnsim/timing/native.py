@@ -16,7 +16,8 @@ from .costs import CostModel
 from .deps import BUCKET_HBM, BUCKET_ONCHIP
 from .encode import EncodedTrace, cost_table, encode
 from .scheduler import GAP_WINDOW
-from .timeline import ENGINE_CODE, DepGraph, DmaParts, Timeline
+from ..ir.engines import ENGINE_CODE
+from .timeline import DepGraph, DmaParts, Timeline
 
 try:
     from . import _native as _mod
@@ -41,6 +42,7 @@ def module():
 
 
 def available() -> bool:
+    """True when the C extension is built and not switched off."""
     return module() is not None
 
 
@@ -68,6 +70,7 @@ def dependencies_encoded(enc: EncodedTrace) -> DepGraph:
 
 
 def dependencies(trace: Trace) -> DepGraph:
+    """Dependencies of ``trace`` computed in C."""
     return dependencies_encoded(encode(trace))
 
 
@@ -103,4 +106,5 @@ def schedule_encoded(enc: EncodedTrace, model: CostModel, deps: Optional[Sequenc
 
 
 def schedule(trace: Trace, model: CostModel, deps: Optional[Sequence] = None) -> Timeline:
+    """Encode and list-schedule ``trace`` in C."""
     return schedule_encoded(encode(trace), model, deps)

@@ -12,8 +12,8 @@ from typing import Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
-ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
-ENGINE_CODE = {e: i for i, e in enumerate(ENGINE_ORDER)}
+from ..ir.engines import ENGINE_CODE, ENGINE_ORDER  # noqa: F401  (the engine table; code = position)
+
 _ENGINE_NAMES = np.array(ENGINE_ORDER, dtype=object)
 
 _ITER_CHUNK = 1 << 14  # groups converted to Python objects at a time when iterating
@@ -86,6 +86,7 @@ class DmaParts(Sequence):
 
     @classmethod
     def empty(cls, queues: int = 0) -> "DmaParts":
+        """No DMA placements (``queues`` queues, all idle)."""
         return cls([], [], [0], np.zeros(0, np.uint8), np.zeros(queues), ())
 
 
@@ -161,6 +162,7 @@ class Timeline:
 
     @property
     def latency_ns(self) -> float:
+        """When the last result is ready (0 for an empty trace)."""
         return float(self.end.max()) if len(self.end) else 0.0
 
     def engine_busy_ns(self) -> Dict[str, float]:

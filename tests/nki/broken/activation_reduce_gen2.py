@@ -5,8 +5,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from trnsim.errors import GenerationError
 
-EXPECT = dict(error=GenerationError, rule="activation-reduce-op-gen2", target="trn1", limit="add",
-              value="maximum")
+EXPECT = dict(error=GenerationError, rule="generation", target="trn1", limit="gen3+", value="gen2")
 
 
 @nki.jit

@@ -6,7 +6,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from trnsim.errors import GenerationError
 
-EXPECT = dict(error=GenerationError, rule="matmul-double-row-generation", target="trn1",
+EXPECT = dict(error=GenerationError, rule="generation", target="trn1",
               limit="gen3+", value="gen2")
 
 

@@ -2,10 +2,9 @@
 import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
-from trnsim.errors import DtypeError
+from trnsim.errors import GenerationError
 
-EXPECT = dict(error=DtypeError, rule="dtype-generation", limit="float8_e4m3, float8_e5m2",
-              value="float8_e4m3fn")
+EXPECT = dict(error=GenerationError, rule="generation", limit="gen4+", value="gen3")
 
 
 @nki.jit

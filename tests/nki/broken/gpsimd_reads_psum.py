@@ -5,21 +5,23 @@ from trnsim.errors import MemoryAccessError
 from trnsim.nki.core import dtypes as dt
 from trnsim.nki.core.alloc import ndarray, psum, sbuf, shared_hbm
 from trnsim.nki.harness import Kernel
-from trnsim.nki.ops import dma, reduce, tensor_engine
+from trnsim.nki.ops import dma, reduce, matmul
+from trnsim.nki.core.conventions import PRESETS
+NEW = PRESETS["new"]
 
 EXPECT = dict(error=MemoryAccessError, rule="gpsimd-psum-access", limit="gpsimd engine psum",
               value="read")
 
 
 def body(a, b):
-    out = ndarray((1, 512), dt.float32, shared_hbm, "out", legacy=False)
-    s = ndarray((128, 128), dt.bfloat16, sbuf, "s", legacy=False)
-    m = ndarray((128, 512), dt.bfloat16, sbuf, "m", legacy=False)
+    out = ndarray((1, 512), dt.float32, shared_hbm, "out", conv=NEW)
+    s = ndarray((128, 128), dt.bfloat16, sbuf, "s", conv=NEW)
+    m = ndarray((128, 512), dt.bfloat16, sbuf, "m", conv=NEW)
     dma.copy(s, a)
     dma.copy(m, b)
-    acc = ndarray((128, 512), dt.float32, psum, "acc", legacy=False)
-    tensor_engine.nc_matmul(acc, s, m)
-    col = ndarray((1, 512), dt.float32, sbuf, "col", legacy=False)
+    acc = ndarray((128, 512), dt.float32, psum, "acc", conv=NEW)
+    matmul.nc_matmul(acc, s, m)
+    col = ndarray((1, 512), dt.float32, sbuf, "col", conv=NEW)
     reduce.partition_reduce(col, "add", acc)  # ERR
     dma.copy(out, col)
     return out

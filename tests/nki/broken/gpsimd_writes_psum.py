@@ -5,16 +5,18 @@ from trnsim.nki.core import dtypes as dt
 from trnsim.nki.core.alloc import ndarray, psum, sbuf, shared_hbm
 from trnsim.nki.harness import Kernel
 from trnsim.nki.ops import dma, elementwise
+from trnsim.nki.core.conventions import PRESETS
+NEW = PRESETS["new"]
 
 EXPECT = dict(error=MemoryAccessError, rule="gpsimd-psum-access", limit="gpsimd engine psum",
               value="write")
 
 
 def body(a):
-    out = ndarray((128, 64), dt.float32, shared_hbm, "out", legacy=False)
-    t = ndarray((128, 64), dt.float32, sbuf, "t", legacy=False)
+    out = ndarray((128, 64), dt.float32, shared_hbm, "out", conv=NEW)
+    t = ndarray((128, 64), dt.float32, sbuf, "t", conv=NEW)
     dma.copy(t, a)
-    p = ndarray((128, 64), dt.float32, psum, "p", legacy=False)
+    p = ndarray((128, 64), dt.float32, psum, "p", conv=NEW)
     elementwise.tensor_copy(p, t, engine="gpsimd")  # ERR
     return out
 

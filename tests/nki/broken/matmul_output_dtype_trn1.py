@@ -6,20 +6,22 @@ from trnsim.errors import DtypeError
 from trnsim.nki.core import dtypes as dt
 from trnsim.nki.core.alloc import ndarray, psum, sbuf, shared_hbm
 from trnsim.nki.harness import Kernel
-from trnsim.nki.ops import dma, tensor_engine
+from trnsim.nki.ops import dma, matmul
+from trnsim.nki.core.conventions import PRESETS
+NEW = PRESETS["new"]
 
 EXPECT = dict(error=DtypeError, rule="matmul-output-dtype", target="trn1", limit="float32",
               value="bfloat16")
 
 
 def body(a, b):
-    out = ndarray((128, 512), dt.float32, shared_hbm, "out", legacy=False)
-    s = ndarray((128, 128), dt.bfloat16, sbuf, "s", legacy=False)
-    m = ndarray((128, 512), dt.bfloat16, sbuf, "m", legacy=False)
+    out = ndarray((128, 512), dt.float32, shared_hbm, "out", conv=NEW)
+    s = ndarray((128, 128), dt.bfloat16, sbuf, "s", conv=NEW)
+    m = ndarray((128, 512), dt.bfloat16, sbuf, "m", conv=NEW)
     dma.copy(s, a)
     dma.copy(m, b)
-    acc = ndarray((128, 512), dt.bfloat16, psum, "acc", legacy=False)
-    tensor_engine.nc_matmul(acc, s, m)  # ERR
+    acc = ndarray((128, 512), dt.bfloat16, psum, "acc", conv=NEW)
+    matmul.nc_matmul(acc, s, m)  # ERR
     return out
 
 

@@ -10,8 +10,10 @@ from ...errors import (CapacityError, IndexingError, KernelError, PartitionError
                        UnsupportedError)
 from ...source import describe, user_loc
 from . import dtypes as dt
-from .context import KernelContext, current, fresh_region, region
-from .index import ParDim, _is_int
+from .context import KernelContext, current, region
+from .conventions import Conventions
+from .gates import check_dtype_supported
+from .index_exprs import ParDim, _is_int
 from .storage import Storage
 from .tensor import BlockMap, NkiTensor
 
@@ -34,6 +36,7 @@ class Buffer:
 
     @property
     def memory(self) -> str:
+        """The memory behind the buffer: sbuf, psum or hbm."""
         return "hbm" if "hbm" in self.name else self.name
 
 
@@ -71,6 +74,7 @@ class CallbackAlloc:
 
 
 class AutoAlloc:
+    """Automatic placement in a memory (the compiler chooses the address)."""
     def __init__(self, memory: str):
         self.memory = memory
 
@@ -87,8 +91,8 @@ def _where():
     return describe(user_loc())
 
 
-def parse_shape(shape, legacy: bool, on_chip: bool) -> Tuple[Tuple[int, ...], int]:
-    """(plain int shape, index of the partition dim)."""
+def parse_shape(shape, block_dims: bool, on_chip: bool) -> Tuple[Tuple[int, ...], int]:
+    """(plain int shape, index of the partition dim); ``block_dims``: dims may precede par_dim."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -107,26 +111,26 @@ def parse_shape(shape, legacy: bool, on_chip: bool) -> Tuple[Tuple[int, ...], in
         raise ShapeError("only one par_dim may appear in a shape", rule="par-dim", value=shape,
                          where=_where())
     pdim = pds[0] if pds else 0
-    if pds and not legacy and on_chip and pdim != 0:
+    if pds and not block_dims and on_chip and pdim != 0:
         raise ShapeError("block dimensions (par_dim not first) are legacy-only",
                          rule="err_leading_dimension_of_tensor_must_be_partition", value=shape,
                          where=_where())
     return tuple(out), pdim
 
 
-def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=None,
+def ndarray(shape, dtype, buffer=None, name: str = "", *, conv: Conventions, address=None,
             loc=None, poison: bool = True) -> NkiTensor:
-    """An allocation; ``poison=False`` skips the NaN fill of an automatically placed on-chip
-    buffer for callers that write every byte next (``fill``: nl.zeros/ones/full)."""
+    """An allocation under the front end's compiler conventions ``conv``; ``poison=False`` skips the
+    NaN fill of an automatically placed on-chip buffer for callers that write every byte next
+    (``fill``: nl.zeros/ones/full)."""
     ctx = current()
     d = dt.as_dtype(dtype)
-    from ..ops.base import check_dtype_supported
     check_dtype_supported(ctx, d)
-    alloc = _resolve_buffer(buffer, legacy, address)
+    alloc = _resolve_buffer(buffer, conv.buffer_names, address)
     memory = alloc.memory
     if memory in ("hbm", "shared_hbm", "private_hbm"):
-        return _hbm(ctx, shape, d, memory, name, legacy)
-    shp, pdim = parse_shape(shape, legacy, True)
+        return _hbm(ctx, shape, d, memory, name, conv.block_dims)
+    shp, pdim = parse_shape(shape, conv.block_dims, True)
     P = shp[pdim]
     pmax = ctx.spec.tile_size.pmax
     if P > pmax:
@@ -150,7 +154,7 @@ def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=
     spec = ctx.spec
     if memory == "psum":
         lim = max(spec.psum.bank_bytes, spec.tensor.max_moving_free * 4)
-        if not legacy:  # new-API PSUM tensors may span banks (nki-library allocates 2+ bank tiles)
+        if conv.psum_tile_spans_banks:  # nki-library allocates 2+ bank tiles
             lim = spec.psum.bytes_per_partition
         if free_bytes > lim:
             raise CapacityError(f"PSUM tile '{name or 'tensor'}' needs {free_bytes} B per partition",
@@ -173,7 +177,7 @@ def ndarray(shape, dtype, buffer=None, name: str = "", *, legacy: bool, address=
 def _first_trace_placement(ctx: KernelContext, alloc):
     """Legacy loops are traced once: an allocation on a later iteration of an affine/sequential
     loop takes the placement the same call stack got on the first iteration."""
-    if ctx.api != "legacy" or not ctx.loops:
+    if not ctx.conventions.loops_traced_once or not ctx.loops:
         return alloc
     import sys
     from ...source import is_internal
@@ -206,7 +210,7 @@ def _layout(shp, pdim, isz, pstride, free_bytes):
     return tuple(reversed(block_strides)) + (pstride,) + tuple(free_strides)
 
 
-def _resolve_buffer(buffer, legacy: bool, address):
+def _resolve_buffer(buffer, buffer_names: bool, address):
     if address is not None:
         mem = buffer.name if isinstance(buffer, Buffer) else (buffer or "sbuf")
         return AddressAlloc(mem if isinstance(mem, str) else "sbuf", address)
@@ -217,7 +221,7 @@ def _resolve_buffer(buffer, legacy: bool, address):
     if isinstance(buffer, (ModAlloc, CallbackAlloc, AutoAlloc)):
         return buffer
     if isinstance(buffer, str):
-        if not legacy:
+        if not buffer_names:
             raise KernelError("buffer names must be nl.sbuf / nl.psum / nl.hbm / nl.shared_hbm "
                               "objects, not strings", rule="buffer-type", value=buffer,
                               where=_where())
@@ -227,16 +231,16 @@ def _resolve_buffer(buffer, legacy: bool, address):
                       value=repr(buffer), where=_where())
 
 
-def _hbm(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool) -> NkiTensor:
+def _hbm(ctx: KernelContext, shape, d, kind: str, name: str, block_dims: bool) -> NkiTensor:
     lock = getattr(ctx, "shared_lock", None) if kind == "shared_hbm" else None
     if lock is None:
-        return _hbm_alloc(ctx, shape, d, kind, name, legacy)
+        return _hbm_alloc(ctx, shape, d, kind, name, block_dims)
     with lock:  # LNC cores run as threads: both must get the same shared_hbm tensor
-        return _hbm_alloc(ctx, shape, d, kind, name, legacy)
+        return _hbm_alloc(ctx, shape, d, kind, name, block_dims)
 
 
-def _hbm_alloc(ctx: KernelContext, shape, d, kind: str, name: str, legacy: bool) -> NkiTensor:
-    shp, _ = parse_shape(shape, legacy, False)
+def _hbm_alloc(ctx: KernelContext, shape, d, kind: str, name: str, block_dims: bool) -> NkiTensor:
+    shp, _ = parse_shape(shape, block_dims, False)
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
     if kind == "shared_hbm":
         if ctx.depth > 0:
@@ -390,57 +394,6 @@ def _linear(idx, counts) -> int:
     for i, n in zip(idx, counts):
         lin = lin * n + (int(i) % n)
     return lin
-
-
-def filled(shape, dtype, buffer, name: str, value, *, legacy: bool) -> NkiTensor:
-    """``nl.zeros`` / ``nl.ones`` / ``nl.full`` of either API: the fill writes every byte, so the
-    allocation skips the NaN poison."""
-    t = ndarray(shape, dtype, buffer, name, legacy=legacy, poison=False)
-    fill(t, value)
-    return t
-
-
-def fill(t: NkiTensor, value) -> None:
-    """Initialize a freshly allocated tensor (``nl.zeros``/``nl.full``) with a memset."""
-    from ..ops.elementwise import memset_new
-    ctx = current()
-    if t._st.memory == "hbm":
-        if ctx.numerics:
-            t.array()[...] = ctx.convert(np.full(t.shape, value, np.float32), t.dtype)
-            t._st.fp32_dirty()
-        t._st.full = True
-        ctx.record("dma", "memset", [], [region(t)], 1, t.size, "-", dt.name(t.dtype))
-        return
-    if t._st.memory == "psum" and value == 0 and t._blocks is None:
-        # a zeroed PSUM accumulator costs nothing when a matmul writes it first (the compiler
-        # sets the matmul's start-accumulation flag instead); otherwise the memset is traced
-        # just before the first other access (context.py, pending_zero)
-        flat = _flat_view(t)
-        if not t._st.manual:  # the whole automatic allocation: a fresh tile's region
-            flat._region = fresh_region(t._st, flat.shape, t.dtype)
-        if ctx.numerics:
-            flat.array()[...] = 0
-            t._st.fp32_dirty()
-        t._st.full = True
-        ctx.pending_zero[t._st.region_id] = (region(flat), dt.name(t.dtype), flat.shape)
-        return
-    if t._blocks is not None:
-        for idx in np.ndindex(*t._blocks.block_shape):
-            memset_new(ctx, None, value, t.dtype, dst=t[idx])
-        return
-    if t._pdim == 0:
-        memset_new(ctx, None, value, t.dtype, dst=t)
-        return
-    # auto block tensor: one memset over the whole allocation (all blocks, all partitions)
-    memset_new(ctx, None, value, t.dtype, dst=_flat_view(t))
-
-
-def _flat_view(t: NkiTensor) -> NkiTensor:
-    """The whole allocation as one (partitions, elements) tile."""
-    if t._pdim == 0:
-        return t
-    return NkiTensor(t._st, t._off, (t.shape[t._pdim], t._st.row_bytes // t._st.sdtype.itemsize),
-                     (t._st.pstride, t._st.sdtype.itemsize), t.dtype, 0, owner=t._owner)
 
 
 def shared_constant(constant, dtype=None) -> NkiTensor:

@@ -20,11 +20,13 @@ _KEEP: list = []  # keeps registered token objects alive so their ids stay uniqu
 
 
 def register_token(obj: Any, name: str) -> None:
+    """Make the function fn stand for the ALU / activation token name."""
     _TOKENS[id(obj)] = name
     _KEEP.append(obj)
 
 
 def token_name(op: Any, what: str = "op") -> str:
+    """The canonical token of an op argument (a registered function, an enum or a name)."""
     if isinstance(op, str):
         key = op.strip().lower()
         if key in BINARY or key in UNARY or key in REDUCE:
@@ -303,6 +305,7 @@ _register_numpy()
 
 
 def reduce_apply(name: str, x: np.ndarray, axes, keepdims: bool) -> np.ndarray:
+    """Reduce values with the ALU op name along axis (fp32)."""
     if name not in REDUCE:
         raise UnsupportedError(f"{name} is not a reduction", rule="alu-reduce", value=name)
     f, _ = REDUCE[name]

@@ -5,18 +5,20 @@ import itertools
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ...errors import (CapacityError, KernelError, SbufSpillWarning, ShapeError,
-                       UninitializedReadError, UninitializedReadWarning)
+from ...errors import CapacityError, KernelError, UninitializedReadError, UninitializedReadWarning
 from ...hardware import load_catalog
-from ...hardware.schema import ChipSpec, CoreSpec, OnChipMemory
+from ...hardware.schema import ChipSpec, CoreSpec
 from ...options import Options
 from ...source import SourceLoc, describe, user_loc
 from . import dtypes as dt
+from .conventions import Conventions
+from .memory import Accountant, ManualMemory
 from .storage import Storage
+from ...ir.engines import ENGINES
 from ...ir.trace import Instruction, Region, Trace
 
 # NamedTuples built with tuple.__new__ on the hot path: their own __new__ is a Python function
@@ -26,6 +28,7 @@ _tls = threading.local()
 
 
 def current() -> "KernelContext":
+    """The kernel context running in this thread; outside a kernel, a KernelError."""
     ctx = getattr(_tls, "ctx", None)
     if ctx is None:
         raise KernelError("this NKI API can only be called inside a running kernel "
@@ -35,136 +38,14 @@ def current() -> "KernelContext":
 
 
 def maybe_current() -> Optional["KernelContext"]:
+    """The kernel context running in this thread, or None."""
     return getattr(_tls, "ctx", None)
-
-
-class Accountant:
-    """Capacity of one on-chip memory, checked with compiler-style liveness.
-
-    An automatically placed tensor is live from its allocation to the last instruction that reads
-    or writes it (Python references that linger after the last use do not count, as they do not
-    for the NKI compiler).  Manually placed tensors reserve bytes [0, end) of their partitions.
-    The peak is found by a sweep when the kernel instance finishes (``check``).
-    """
-
-    def __init__(self, memory: str, spec: OnChipMemory):
-        self.memory = memory
-        self.spec = spec
-        self.capacity = spec.bytes_per_partition
-        self.intervals: Dict[int, list] = {}   # storage id -> [first, last, bytes, name, loc]
-        self.manual_end = 0
-        self.manual_names: List[str] = []
-        self.peak = 0
-        self.spill_excess = 0   # bytes per partition over capacity at the peak (spilled)
-        # storage id -> [(instruction, is_write)], kept where spills are modelled (spill.py)
-        self.accesses: Optional[Dict[int, list]] = None
-        self.parts: Dict[int, int] = {}
-
-    def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
-        st.accountant = self
-        st.accounted = True
-        if row_bytes > self.capacity:
-            raise CapacityError(
-                f"{self.memory.upper()} tensor '{st.name}' alone needs {row_bytes} B per partition",
-                rule=f"{self.memory}-capacity", limit=f"{self.capacity} B per partition",
-                value=f"{row_bytes} B per partition", where=describe(user_loc()))
-        self.intervals[st.id] = [first, first, row_bytes, st.name, st.loc]
-        self.parts[st.id] = parts
-
-    def touch(self, sid: int, idx: int, write: bool = False) -> None:
-        iv = self.intervals.get(sid)
-        if iv is not None:
-            iv[1] = idx
-            if self.accesses is not None:
-                self.accesses.setdefault(sid, []).append((idx, write))
-
-    def charge_manual(self, st: Storage, p0: int, parts: int, end: int) -> None:
-        st.accountant = self
-        st.accounted = True
-        if end > self.manual_end:
-            self.manual_end = end
-        self.manual_names.append(st.name)
-
-    def check(self, spill: bool = False) -> None:
-        """Raise if live automatically placed tensors plus manual reservations exceed capacity.
-        ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once."""
-        events = []
-        for sid, (first, last, nbytes, name, loc) in self.intervals.items():
-            events.append((first, 1, nbytes, sid))
-            events.append((last + 1, 0, nbytes, sid))
-        events.sort(key=lambda e: (e[0], e[1]))
-        used = self.manual_end
-        live = set()
-        worst = None
-        for pos, kind, nbytes, sid in events:
-            if kind:
-                used += nbytes
-                live.add(sid)
-                if used > self.peak:
-                    self.peak = used
-                    if used > self.capacity:
-                        worst = (sid, used, set(live))
-                if used > self.capacity and not spill:
-                    self._overflow(sid, used, live)
-            else:
-                used -= nbytes
-                live.discard(sid)
-        if worst is not None:
-            try:
-                self._overflow(*worst)
-            except CapacityError as e:
-                self.spill_excess = worst[1] - self.capacity
-                warnings.warn(SbufSpillWarning(
-                    f"{e} -- the NKI compiler spills the excess "
-                    f"({self.spill_excess} B per partition at the peak) to HBM; trnsim adds "
-                    f"the spill stores and reloads (fewest possible) to the trace"), stacklevel=2)
-
-    def _overflow(self, sid: int, used: int, live: set) -> None:
-        first, last, nbytes, name, loc = self.intervals[sid]
-        big = sorted((self.intervals[i] for i in live), key=lambda x: -x[2])[:6]
-        listing = "; ".join(
-            f"{n} {b} B (line {lc.line})" if lc else f"{n} {b} B" for _, _, b, n, lc in big)
-        manual = f"; manual placements reserve {self.manual_end} B" if self.manual_end else ""
-        raise CapacityError(
-            f"{self.memory.upper()} overflow: allocating '{name}' ({nbytes} B per partition) while "
-            f"these are live: {listing}{manual}", rule=f"{self.memory}-capacity",
-            limit=f"{self.capacity} B per partition", value=f"{used} B per partition",
-            where=describe(loc) if loc else None,
-            hint="shrink or reuse tiles, end a tile's use earlier, or use a narrower dtype")
-
-
-class ManualMemory:
-    """The single physical SBUF or PSUM buffer of a core, used by manually placed tensors."""
-
-    def __init__(self, memory: str, spec: OnChipMemory, fill: str):
-        self.memory = memory
-        self.spec = spec
-        n = spec.partitions * spec.bytes_per_partition
-        self.data = np.empty(n, dtype=np.uint8)
-        self.data[:] = 0xFF if fill == "nan" else 0  # 0xFFFF.. is a NaN in every float format
-        self.init = np.zeros(n, dtype=np.uint8)
-        self.owner = np.zeros(n, dtype=np.int32)  # allocation+block that last wrote each byte
-        self.region_id = next(_region_ids)
-        self.owners: Dict[Any, int] = {}
-        self.owner_names: Dict[int, str] = {}
-        self.wrote: set = set()  # owner ids (tensor or block) that have written since allocation
-
-    def owner_id(self, key, name: str) -> int:
-        i = self.owners.get(key)
-        if i is None:
-            i = len(self.owners) + 1
-            self.owners[key] = i
-            self.owner_names[i] = name
-        return i
-
-
-_region_ids = itertools.count(10 ** 9)
 
 
 class KernelContext:
     """Everything a running kernel instance touches.  One per program instance / logical core."""
 
-    def __init__(self, *, options: Options, api: str, core_id: int = 0,
+    def __init__(self, *, options: Options, conventions: Conventions, core_id: int = 0,
                  program_id: Tuple[int, ...] = (), grid: Tuple[int, ...] = (),
                  trace: Optional[Trace] = None, shared: Optional[dict] = None,
                  kernel_name: str = "kernel", lnc: int = 1):
@@ -173,7 +54,7 @@ class KernelContext:
         self.chip: ChipSpec = cat.chip_for(options.target)
         self.spec: CoreSpec = cat.cores[self.chip.core]
         self.options = options
-        self.api = api  # "legacy" | "new"
+        self.conventions = conventions  # what the compiler in front of the core does
         conv = cat.numerics.get("conversion", {})
         # SPMD instances run one after another on the core, so each gets its own random stream
         # (restarting one stream per instance would repeat the same stochastic rounding and
@@ -189,8 +70,9 @@ class KernelContext:
         # (engine, memory) pairs each engine may read
         self.pmax = self.spec.tile_size.pmax
         self.op_plans: Dict[tuple, tuple] = {}  # per-shape results of an op's rule checks
+        self.dtypes_ok: set = set()  # dtypes the target was checked to support (gates.py)
         eng = self.spec.engines
-        self.readable = frozenset((e, m) for e in ("tensor", "vector", "scalar", "gpsimd", "dma")
+        self.readable = frozenset((e, m) for e in ENGINES if hasattr(eng, e)
                                   for m in ("sbuf", "psum", "hbm")
                                   if "r" in getattr(getattr(eng, e), m, ""))
         self.core_id = core_id
@@ -202,7 +84,7 @@ class KernelContext:
         self.kernel_name = kernel_name
         self.sbuf = Accountant("sbuf", self.spec.sbuf)
         self.psum = Accountant("psum", self.spec.psum)
-        if api == "new":
+        if conventions.spill_sbuf:
             self.sbuf.accesses = {}  # the compiler spills SBUF: keep what spill.py needs
         self.hbm_used = 0
         self._manual: Dict[str, ManualMemory] = {}
@@ -219,6 +101,7 @@ class KernelContext:
 
     # -- memories ---------------------------------------------------------------------------
     def manual(self, memory: str) -> ManualMemory:
+        """The physical buffer of memory that manual placements share."""
         m = self._manual.get(memory)
         if m is None:
             m = ManualMemory(memory, self.spec.sbuf if memory == "sbuf" else self.spec.psum,
@@ -227,11 +110,13 @@ class KernelContext:
         return m
 
     def accountant(self, memory: str) -> Accountant:
+        """The capacity accountant of memory (sbuf or psum)."""
         return self.sbuf if memory == "sbuf" else self.psum
 
     def new_storage(self, memory: str, kind: str, name: Optional[str], nbytes: int,
                     sdtype: np.dtype, partitions: int, pstride: int, *, account: bool,
                     loc: Optional[SourceLoc] = None, fill: bool = True) -> Storage:
+        """A new storage of nbytes, charged against capacity when account."""
         if name is None or name == "":
             name = f"t{next(self.name_counter)}"
         fill = None if not (self.numerics and fill) else self.options.uninit
@@ -320,6 +205,7 @@ class KernelContext:
                     (("value", 0.0),), loc)
 
     def touch(self, r: Region, idx: int) -> None:
+        """Note that instruction idx wrote region r (liveness, pending PSUM zeroing)."""
         if self.pending_zero:
             self.pending_zero.pop(r.tensor, None)  # the retargeted write initializes it
         if r.memory == "sbuf":
@@ -329,7 +215,7 @@ class KernelContext:
 
     def check_capacity(self) -> None:
         """End of a kernel instance: peak SBUF/PSUM use under compiler-style liveness."""
-        self.sbuf.check(spill=self.api == "new")
+        self.sbuf.check(spill=self.conventions.spill_sbuf)
         self.psum.check()
         meta = self.trace.meta
         meta["sbuf_peak_bytes_per_partition"] = max(meta.get("sbuf_peak_bytes_per_partition", 0),
@@ -361,6 +247,7 @@ class KernelContext:
 
     # -- uninitialized values -----------------------------------------------------------------
     def note_uninit_read(self, t, what: str) -> None:
+        """Remember where a never-written value was read (for the report's origin)."""
         if len(self.uninit_origins) < 8:
             st = t._st
             where = f"{st.loc.file.split('/')[-1]}:{st.loc.line}" if st.loc else "?"

@@ -106,6 +106,7 @@ def _resolve(x: Any, what: str) -> np.dtype:
 
 
 def name(dt: np.dtype) -> str:
+    """The NKI name of a dtype (bfloat16, float8_e4m3, ...)."""
     return NAMES.get(dt) or str(dt)
 
 
@@ -120,18 +121,22 @@ def storage_dtype(dt: np.dtype, precise: bool = True) -> np.dtype:
 
 
 def itemsize(dt: np.dtype) -> int:
+    """Bytes per element of an NKI dtype."""
     return dt.itemsize
 
 
 def is_float(dt: np.dtype) -> bool:
+    """True for floating-point dtypes (low-precision ones included)."""
     return dt.kind == "f" or dt in LOW_PRECISION_FLOATS or dt is tfloat32
 
 
 def is_int(dt: np.dtype) -> bool:
+    """True for integer dtypes (bool included)."""
     return dt.kind in "iub" and dt.fields is None
 
 
 def is_packed(dt: np.dtype) -> bool:
+    """True for the x4-packed MX dtypes."""
     return dt in PACKED_BASE and dt is not tfloat32
 
 
@@ -151,11 +156,9 @@ def finfo(dt: Any):
 # Conversion on write.  Engines compute in fp32 and cast on the way out; DMA casts through fp32.
 
 class Converter:
-    """Casts computed values into a destination dtype the way the hardware does.
-
-    Float -> float: round to nearest even (ml_dtypes) or stochastic rounding when enabled.
-    Float -> int: per ``numerics.toml`` (round-to-nearest-even and saturation by default; NaN -> 0).
-    """
+    """Casts computed values into a destination dtype the way the hardware does. Float -> float:
+    round to nearest even (ml_dtypes) or stochastic rounding when enabled. Float -> int: per
+    ``numerics.toml`` (round-to-nearest-even and saturation by default; NaN -> 0)."""
 
     def __init__(self, *, precise: bool = True, stochastic: bool = False, seed: int = 0,
                  float_to_int_rounding: str = "rne", float_to_int_overflow: str = "saturate"):

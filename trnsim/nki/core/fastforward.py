@@ -23,6 +23,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from . import storage as _storage
 from ...ir.trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
 
+
 class Rerun(Exception):
     """Raised when a fast-forwarded run cannot give a complete answer; the launcher runs the
     kernel again with every iteration traced."""
@@ -50,6 +51,7 @@ class _Snap:
 
 
 def enabled(ctx) -> bool:
+    """Whether loops of this kernel instance may be fast-forwarded (timing-only runs)."""
     return ctx is not None and not ctx.numerics and ctx.options.fast_forward != "off"
 
 

@@ -24,6 +24,7 @@ _UINT_OF_SIZE = {1: _U8, 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.d
 
 
 class Storage:
+    """The bytes behind tensors: one allocation (or input), its init map and fp32 cache."""
     __slots__ = ("id", "region_id", "memory", "kind", "name", "data", "_init", "full", "sdtype",
                  "readonly", "pstride", "partitions", "nbytes", "accounted", "accountant",
                  "manual", "loc", "owner", "is_output", "mutable", "base_off", "row_bytes",
@@ -75,9 +76,10 @@ class Storage:
 
     def f32_view(self, off: int, shape, strides) -> np.ndarray:
         """The fp32 values of a view of this 16-bit float storage (byte offset and strides in
-        storage units): the whole storage is converted once and reused until the next write, so
-        a bf16 tile read by many matmuls is converted once, not per instruction.  The views are
-        kept with that copy and dropped with it on a write (nothing outlives its epoch)."""
+        storage units): the whole storage is converted once and reused until the next write,
+        so a bf16 tile read by many matmuls is converted once, not per instruction."""
+        # The views are kept with that copy and dropped with it on a write (nothing outlives its
+        # epoch).
         m = self._f32
         if m is None:
             n = self.nbytes // self.sdtype.itemsize
@@ -94,6 +96,7 @@ class Storage:
 
     @property
     def init(self) -> np.ndarray:
+        """The per-byte init map (nonzero: written), built on first use."""
         m = self._init
         if m is None:
             n = max(self.nbytes, 1)
@@ -102,14 +105,16 @@ class Storage:
 
     @init.setter
     def init(self, value: np.ndarray) -> None:
+        """Share another storage's init map (manual placements share their buffer's)."""
         self._init = value
 
     @property
     def init_dtype(self) -> np.dtype:
         """How the init map is read and written: one unsigned integer as wide as an element, so a
-        mark is one aligned store (value 1: the element's first byte is 1, the rest 0) instead of
-        a strided byte store.  Manually placed storages alias tensors of other dtypes at any
-        byte, so they keep byte marks."""
+        mark is one aligned store (value 1: the element's first byte is 1, the rest 0) instead
+        of a strided byte store."""
+        # Manually placed storages alias tensors of other dtypes at any byte, so they keep byte
+        # marks.
         if self.manual:
             return _U8
         return _UINT_OF_SIZE.get(self.sdtype.itemsize, _U8)

@@ -13,14 +13,15 @@ Bounds are checked; an out-of-range access is an error unless a mask later exclu
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-from ...errors import (IndexingError, MemoryAccessError, OutOfBoundsError, ShapeError,
-                       UnsupportedError)
+from ...errors import IndexingError, ShapeError, UnsupportedError
 from . import dtypes as dt
-from .index import DynSlice, IndexArray, IndexExpr, _IndexBase, _is_int
+from .access_kinds import BlockMap, Gather  # noqa: F401  (re-exported)
+from .views import ViewMethods
+from .refcount import _TEMP_REFS, _TEMP_REFS_INPLACE
 from .storage import Storage
 
 
@@ -31,46 +32,7 @@ def _prod(xs) -> int:
     return p
 
 
-class Gather:
-    """A non-strided access: per-dim integer index arrays into ``base`` (read/written under mask)."""
-    __slots__ = ("base", "index", "shape", "index_tiles")
-
-    def __init__(self, base: "NkiTensor", index: Tuple, shape: Tuple[int, ...], index_tiles=()):
-        self.base = base          # a strided NkiTensor
-        self.index = index        # tuple of int arrays / ints / index tiles, one per base dim
-        self.shape = shape
-        self.index_tiles = index_tiles
-
-    def resolve(self, tile_values: Optional[dict] = None) -> Tuple[np.ndarray, ...]:
-        """Integer index arrays broadcast to ``shape`` (index tiles read from their storage)."""
-        out = []
-        nd = len(self.shape)
-        for ix in self.index:
-            if isinstance(ix, NkiTensor):
-                v = tile_values[id(ix)] if tile_values else ix.array()
-                v = np.asarray(v).astype(np.int64)
-            elif hasattr(ix, "resolve_index"):  # an index computed from tile values at access time
-                v = ix.resolve_index(tile_values)
-            elif isinstance(ix, np.ndarray):
-                v = ix
-            else:
-                v = np.asarray(ix, dtype=np.int64)
-            if v.ndim < nd:
-                v = v.reshape(v.shape + (1,) * (nd - v.ndim)) if v.ndim else v
-            out.append(np.broadcast_to(v, self.shape))
-        return tuple(out)
-
-
-class BlockMap:
-    """Manual placement of a legacy block tensor: block index tuple -> byte offset of its tile."""
-    __slots__ = ("block_shape", "fn")
-
-    def __init__(self, block_shape: Tuple[int, ...], fn: Callable[[Tuple[int, ...]], int]):
-        self.block_shape = block_shape
-        self.fn = fn
-
-
-class NkiTensor:
+class NkiTensor(ViewMethods):
     """A tensor in HBM, SBUF or PSUM; what ``nl.ndarray`` returns and every ISA op takes."""
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __slots__ = ("_st", "_off", "_shape", "_strides", "_dtype", "_pdim", "_arr", "_gather",
@@ -100,22 +62,27 @@ class NkiTensor:
     # -- public attributes ------------------------------------------------------------------
     @property
     def shape(self) -> Tuple[int, ...]:
+        """The tensor's shape (partition dim first for tiles)."""
         return self._shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The NKI dtype of the elements."""
         return self._dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self._shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return _prod(self._shape)
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element as stored."""
         return self._st.sdtype.itemsize
 
     @property
@@ -138,18 +105,22 @@ class NkiTensor:
 
     @property
     def buffer(self) -> str:
+        """The buffer kind: sbuf, psum, hbm, shared_hbm or private_hbm."""
         return self._st.kind
 
     @property
     def name(self) -> str:
+        """The tensor's name (its allocation's unless the view has its own)."""
         return self._name or self._st.name
 
     @property
     def memory(self) -> str:
+        """The memory: sbuf, psum or hbm."""
         return self._st.memory
 
     @property
     def on_chip(self) -> bool:
+        """True in SBUF or PSUM."""
         return self._st.memory != "hbm"
 
     @property
@@ -170,8 +141,8 @@ class NkiTensor:
     def __bool__(self):
         from .context import maybe_current
         ctx = maybe_current()
-        if ctx is not None and ctx.api == "new":
-            return True  # new-API kernels test presence (``if params.bias:``), as on any object
+        if ctx is not None and ctx.conventions.tensor_truthiness:
+            return True  # kernels test presence (``if params.bias:``), as on any object
         raise IndexingError("a tensor's values cannot drive Python control flow inside a kernel",
                             rule="err_control_flow_condition_depending_on_arange")
 
@@ -216,19 +187,13 @@ class NkiTensor:
 
     # -- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
-        f = _hooks.subscript
-        if f is None:
-            f = _hooks.load("subscript")
-        return f(self, key)
+        return _hooks.subscript(self, key)
 
     def __setitem__(self, key, value) -> None:
         n = sys.getrefcount(value)
         # A value referenced only by the interpreter stack is a temporary: its instruction can
         # write straight into the destination, as the NKI compiler does.
-        f = _hooks.assign
-        if f is None:
-            f = _hooks.load("assign")
-        f(self[key], value, temporary=n <= _TEMP_REFS)
+        _hooks.assign(self[key], value, temporary=n <= _TEMP_REFS)
 
     # -- views ------------------------------------------------------------------------------
     def _derive(self, off, shape, strides, pdim=None, dtype=None, blocks=None, owner=None):
@@ -328,118 +293,17 @@ class NkiTensor:
     reinterpret_cast = view
 
     def is_contiguous_last(self) -> bool:
+        """True when the last dim has unit stride (or one element)."""
         return self._shape[-1] == 1 or self._strides[-1] == self.itemsize
 
     def astype(self, dtype):
+        """Host-side numpy cast: not available inside a kernel (an UnsupportedError)."""
         raise UnsupportedError("tensor.astype is host-side numpy; inside a kernel use nl.copy(x, "
                                "dtype=...) or nisa.tensor_copy", rule="astype")
 
-    # -- new-API view helpers (NkiTensor methods) -------------------------------------------
-    def get_pattern(self):
-        e = self.itemsize
-        return [[s // e, n] for s, n in zip(self._strides, self._shape)]
-
-    def slice(self, dim: int, start: int, end: int, step: int = 1) -> "NkiTensor":
-        key = [slice(None)] * self.ndim
-        key[dim] = slice(start, end, step)
-        return self[tuple(key)]
-
-    def select(self, dim: int, index) -> "NkiTensor":
-        """Remove ``dim`` at ``index``; a tensor or register index selects at run time."""
-        dim = dim + self.ndim if dim < 0 else dim
-        if isinstance(index, NkiTensor) or hasattr(index, "_trnsim_register_value"):
-            if self.on_chip and dim == (self._pdim or 0):
-                raise IndexingError("a dynamic select cannot index the partition dim of an on-chip "
-                                    "tensor", rule="select-dynamic-partition", value=dim)
-            pat = [p for i, p in enumerate(self.get_pattern()) if i != dim]
-            return self.ap(pat, offset=0, scalar_offset=index, indirect_dim=dim)
-        key = [slice(None)] * self.ndim
-        key[dim] = index
-        return self[tuple(key)]
-
-    def vector_select(self, dim: int, vector_offset: "NkiTensor") -> "NkiTensor":
-        """Per-partition indirect rows (HBM, dim 0): row ``vector_offset[p]`` for partition p."""
-        if dim != 0 or self.on_chip:
-            raise IndexingError("vector_select indexes dim 0 of an HBM tensor", rule="vector-select",
-                                limit="dim 0 of an HBM tensor", value=(dim, self.buffer))
-        pat = self.get_pattern()
-        pat[0] = [pat[0][0], int(vector_offset.shape[0])]
-        return self.ap(pat, offset=0, vector_offset=vector_offset, indirect_dim=0)
-
-    def indirect(self, index, num_elem=None) -> "NkiTensor":
-        raise UnsupportedError("tensor indirection (.indirect(), NeuronCore-v4) is not modelled by "
-                               "trnsim yet", rule="unsupported-api", value=".indirect()")
-
-    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
-        """einops-style split / reorder / merge of dims, as one view."""
-        from .indexing import rearrange
-        return rearrange(self, src_pattern, dst_pattern, fixed_sizes or {})
-
-    def permute(self, dims) -> "NkiTensor":
-        dims = tuple(dims)
-        if sorted(dims) != list(range(self.ndim)):
-            raise ShapeError(f"permute needs a permutation of 0..{self.ndim - 1}", rule="permute",
-                             value=dims)
-        if self.on_chip and dims[0] != 0:
-            raise ShapeError("permute cannot move the partition dim of an on-chip tensor",
-                             rule="permute-partition", value=dims)
-        return self._derive(self._off, [self._shape[d] for d in dims],
-                            [self._strides[d] for d in dims])
-
-    def broadcast(self, dim: int, size: int) -> "NkiTensor":
-        shape = list(self._shape)
-        strides = list(self._strides)
-        if shape[dim] != 1:
-            raise ShapeError("broadcast needs a size-1 dim", rule="broadcast-shape",
-                             value=shape[dim])
-        shape[dim] = size
-        strides[dim] = 0
-        return self._derive(self._off, shape, strides)
-
-    def expand_dim(self, dim: int) -> "NkiTensor":
-        if self.on_chip and dim == 0:
-            raise ShapeError("expand_dim cannot insert a dim before the partition dim",
-                             rule="expand-dim-partition", limit="dim >= 1", value=dim)
-        shape = list(self._shape)
-        strides = list(self._strides)
-        shape.insert(dim, 1)
-        strides.insert(dim, 0)
-        return self._derive(self._off, shape, strides)
-
-    def squeeze_dim(self, dim: int) -> "NkiTensor":
-        if self.on_chip and dim == 0:
-            raise ShapeError("squeeze_dim cannot remove the partition dim", rule="squeeze-partition",
-                             limit="dim >= 1", value=dim)
-        if self._shape[dim] != 1:
-            raise ShapeError("squeeze_dim needs a size-1 dim", rule="squeeze", value=self._shape[dim])
-        shape = list(self._shape)
-        strides = list(self._strides)
-        del shape[dim]
-        del strides[dim]
-        return self._derive(self._off, shape, strides)
-
-    def flatten_dims(self, start: int, end: int) -> "NkiTensor":
-        shape = self._shape[:start] + (_prod(self._shape[start:end + 1]),) + self._shape[end + 1:]
-        return self.reshape(shape)
-
-    def reshape_dim(self, dim: int, shape) -> "NkiTensor":
-        return self.reshape(self._shape[:dim] + tuple(shape) + self._shape[dim + 1:])
-
-    def is_indirect(self) -> bool:
-        return self._gather is not None
-
-    def ap(self, pattern=None, offset=None, scalar_offset=None, vector_offset=None,
-           indirect_dim: int = 0, dtype=None, **kw) -> "NkiTensor":
-        from .indexing import access_pattern
-        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim,
-                              dtype)
-
     # -- arithmetic operators: the legacy nl elementwise ops ---------------------------------
     def _binop(self, other, name, reverse=False):
-        f = _hooks.operator
-        if f is None:
-            f = _hooks.load("operator")
-        return f(name, self, other, reverse)
+        return _hooks.operator(name, self, other, reverse)
 
     def __add__(self, o): return self._binop(o, "add")
     def __radd__(self, o): return self._binop(o, "add", True)
@@ -468,22 +332,16 @@ class NkiTensor:
     def __rshift__(self, o): return self._binop(o, "right_shift")
 
     def __neg__(self):
-        from ..ops import elementwise
-        return elementwise.operator("multiply", self, -1, False)
+        return _hooks.operator("multiply", self, -1, False)
 
     def __invert__(self):
-        from ..ops import elementwise
-        return elementwise.unary_operator("invert", self)
+        return _hooks.unary("invert", self)
 
     def __abs__(self):
-        from ..ops import elementwise
-        return elementwise.unary_operator("abs", self)
+        return _hooks.unary("abs", self)
 
     def _inplace(self, o, name, refs):
-        f = _hooks.inplace
-        if f is None:
-            f = _hooks.load("inplace")
-        return f(self, o, name, temporary=refs <= _TEMP_REFS_INPLACE)
+        return _hooks.inplace(self, o, name, temporary=refs <= _TEMP_REFS_INPLACE)
 
     # each reads the refcount as its first statement, exactly as the calibration probe does
     def __iadd__(self, o):
@@ -504,21 +362,26 @@ class NkiTensor:
 
 
 class _Hooks:
-    """Functions from modules that import this one, bound on first use (a function-level import
-    on every subscript or assignment costs more than the rest of the call)."""
-    subscript = assign = inplace = operator = None
+    """What subscripts, assignments and operators do.  The layer above (``trnsim.nki.ops``, which
+    imports this module) registers them when it is imported, so the tensor type never imports
+    upward; ``trnsim.nki`` imports the ops, so they are in place before any kernel runs."""
+    __slots__ = ("subscript", "assign", "inplace", "operator", "unary")
 
-    def load(self, name):
-        if name == "subscript":
-            from .indexing import subscript as f
-        elif name == "assign":
-            from .assign import assign as f
-        elif name == "inplace":
-            from .assign import inplace as f
-        else:
-            from ..ops.elementwise import operator as f
-        setattr(self, name, f)
-        return f
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, _unregistered)
+
+
+def _unregistered(*a, **kw):
+    raise RuntimeError("trnsim.nki.ops was not imported: tensor operators are not registered")
+
+
+def register_hooks(**fns: Callable) -> None:
+    """Install the subscript / assign / inplace / operator / unary behaviour of ``NkiTensor``."""
+    for name, fn in fns.items():
+        if name not in _Hooks.__slots__:
+            raise ValueError(f"unknown tensor hook {name!r}")
+        setattr(_hooks, name, fn)
 
 
 _hooks = _Hooks()
@@ -542,38 +405,3 @@ def _retype(t: NkiTensor, sd: np.dtype) -> NkiTensor:
     t._st = alias
     t._arr = None
     return t
-
-
-# -- refcount baselines for "is this value a temporary?" --------------------------------------
-class _Probe:
-    def __init__(self):
-        self.seen = []
-
-    def __setitem__(self, key, value):
-        n = sys.getrefcount(value)
-        self.seen.append(n)
-
-    def __iadd__(self, o):
-        n = sys.getrefcount(o)
-        self.seen.append(n)
-        return self
-
-
-def _calibrate():
-    p = _Probe()
-    p[0] = object()
-    named = object()
-    p[0] = named
-    tmp_set, named_set = p.seen
-    q = _Probe()
-    q += object()
-    q += named
-    tmp_i, named_i = q.seen
-    if not (tmp_set < named_set and tmp_i < named_i):  # pragma: no cover - exotic interpreter
-        return -1, -1
-    return tmp_set, tmp_i
-
-
-_TEMP_REFS, _TEMP_REFS_INPLACE = _calibrate()
-# The probes run one frame deeper than NkiTensor.__setitem__'s own getrefcount call, with the same
-# bindings (argument + stack), so the baselines transfer.

@@ -6,27 +6,16 @@ registers persist between instructions per core (``reduce_cmd`` reset / reduce /
 """
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import Any, Optional
-
 import numpy as np
 
-from ...errors import DtypeError, GenerationError, KernelError, ShapeError
-from ..core import dtypes as dt
+from ...errors import DtypeError, KernelError, ShapeError
+from ..core import dtypes as dt, gates
 from ..core.alu import REDUCE, UNARY, reduce_apply, token_name
 from ..core.context import current
 from ..core.tensor import NkiTensor
 from . import base
-from .base import emit, f32, legacy_mask, read, tile, where
-
-
-class ReduceCmd(IntEnum):
-    """``nisa.reduce_cmd``."""
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-    load_reduce = 4
+from .accumulate import ReduceCmd, _accumulator
+from .base import emit, f32, op_mask, read, tile, where
 
 
 # the elementwise unary functions both NKI generations expose as ``nl.<name>`` (each also an
@@ -42,17 +31,10 @@ VECTOR_UNARY = frozenset(["abs", "negative", "sign", "floor", "ceil", "trunc", "
                           "logical_not"])
 
 
-def _accumulator(ctx) -> np.ndarray:
-    acc = getattr(ctx, "act_accum", None)
-    if acc is None:
-        acc = np.zeros(ctx.spec.tile_size.pmax, dtype=np.float32)
-        ctx.act_accum = acc
-    return acc
-
-
 def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                reduce_cmd=ReduceCmd.idle, dtype=None, mask=None, opcode="activation",
                engine="scalar"):
+    """``op(data * scale + bias)`` on the Scalar engine, steering its accumulator by ``reduce_cmd``."""
     ctx = current()
     name = token_name(op, "activation function")
     if name not in UNARY:
@@ -60,7 +42,7 @@ def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
                           limit=sorted(UNARY), value=name, where=where())
     t = tile(ctx, data, "data", opcode, engine)
     shape = t.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, t, opcode, m)
     base.check_free_size(ctx, t, "data", opcode)
     base.check_alignment(ctx, t, "data", opcode)
@@ -76,7 +58,7 @@ def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
     init = base.and_init(shape, init, si, bi)
     od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
     if dtype is not None:
-        base.check_dtype_supported(ctx, od)
+        gates.check_dtype_supported(ctx, od)
     vals = None
     if ctx.numerics:
         x = f32(v) * sv + bv
@@ -92,10 +74,8 @@ def activation(dst, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
         if rname not in REDUCE:
             raise KernelError(f"{opcode}: {rname} is not a reduction", rule="activation-reduce-op",
                               value=rname, where=where())
-        if ctx.spec.generation == 2 and rname != "add" and opcode == "activation_reduce":
-            raise GenerationError("activation_reduce supports only add on NeuronCore-v2",
-                                  rule="activation-reduce-op-gen2", limit="add", value=rname,
-                                  where=where())
+        if rname != "add" and opcode == "activation_reduce":
+            gates.require(ctx, "activation_reduce.non_add")  # v2 accumulates with add only
     if cmd != ReduceCmd.idle:
         acc = _accumulator(ctx)
         p = shape[0]
@@ -156,6 +136,7 @@ def _bias(ctx, bias, shape, op, engine):
 
 def activation_reduce(dst, op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None,
                       mask=None):
+    """activation plus a free-axis reduction into ``reduce_res`` (reset_reduce)."""
     return activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
                       reduce_res=reduce_res, reduce_cmd=ReduceCmd.reset_reduce, dtype=dtype,
                       mask=mask, opcode="activation_reduce")
@@ -168,7 +149,7 @@ def unary(name: str, x, *, dtype=None, mask=None, dst=None, engine=None):
         eng = base.engine_name(engine, "vector")
         t = tile(ctx, x, "x", f"nl.{name}", eng)
         shape = t.shape
-        m = legacy_mask(mask, shape)
+        m = op_mask(mask, shape)
         v, init = read(ctx, t, f"nl.{name}", m)
         od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
         vals = None

@@ -7,21 +7,22 @@ tracking (a warning, or an error under TRNSIM_STRICT=1).
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ...errors import (DtypeError, IndexingError, KernelError, MemoryAccessError,
                        PartitionError, ShapeError)
-from ..core import dtypes as dt
+from ..core import dtypes as dt, gates
 from ..core.alu import BINARY, token_name
-from ..core.context import current, region
+from ..core.context import current
 from ..core.tensor import NkiTensor
 from . import base
-from .base import emit, f32, legacy_mask, read, where
+from .base import emit, f32, op_mask, read, where
 
 
 class OobMode(IntEnum):
+    """``nisa.oob_mode``: an out-of-bounds DMA access is an error or skipped."""
     error = 0
     skip = 1
 
@@ -93,8 +94,8 @@ def load(src, *, dtype=None, mask=None, opcode="dma_copy"):
     _partition_check(ctx, shape, "nl.load")
     od = dt.as_dtype(dtype) if dtype is not None else t.dtype
     if dtype is not None:
-        base.check_dtype_supported(ctx, od)
-    m = legacy_mask(mask, shape)
+        gates.check_dtype_supported(ctx, od)
+    m = op_mask(mask, shape)
     mt = m.reshape(t.shape) if isinstance(m, np.ndarray) and t.shape != shape else m
     reads = _index_tile_reads(ctx, t, "nl.load")
     v, init = _src_values(ctx, t, mt, "nl.load") if m is not False else (None, None)
@@ -111,7 +112,7 @@ def load(src, *, dtype=None, mask=None, opcode="dma_copy"):
 
 
 def store(dst, value, *, mask=None):
-    """``nl.store``: an SBUF tile -> HBM (legacy: a PSUM tile is first copied to SBUF)."""
+    """``nl.store``: an SBUF tile -> HBM (a PSUM tile is first copied to SBUF, as the compiler does)."""
     ctx = current()
     d = base.need_tensor(dst, "dst", "nl.store")
     if d._st.memory != "hbm":
@@ -120,8 +121,8 @@ def store(dst, value, *, mask=None):
                                 where=where())
     v = value
     if isinstance(v, (int, float, np.integer, np.floating)):
-        from .elementwise import memset_new
-        v = memset_new(ctx, d.shape if len(d.shape) >= 2 else (1, 1), v, d.dtype)
+        from .elementwise import memset
+        v = memset(ctx, d.shape if len(d.shape) >= 2 else (1, 1), v, d.dtype)
     v = base.need_tensor(v, "value", "nl.store")
     if v._st.memory == "psum":
         from .elementwise import tensor_copy
@@ -151,7 +152,7 @@ def copy(dst, src, *, mask=None, dst_rmw_op=None, oob_mode=None, opcode="dma_cop
     dshape = tuple(d.shape)
     _dma_shape_check(s.shape, dshape, what)
     skip = oob_mode is not None and int(getattr(oob_mode, "value", oob_mode)) == OobMode.skip
-    m = legacy_mask(mask, dshape)
+    m = op_mask(mask, dshape)
     if m is False:
         return None
     reads = _index_tile_reads(ctx, s, what) + _index_tile_reads(ctx, d, what)
@@ -234,7 +235,7 @@ def load_transpose2d(src, *, dtype=None, mask=None):
     out_shape = (b, a)
     _partition_check(ctx, out_shape, "load_transpose2d")
     od = dt.as_dtype(dtype) if dtype is not None else t.dtype
-    m = legacy_mask(mask, out_shape)
+    m = op_mask(mask, out_shape)
     v, init = _src_values(ctx, t, None, "load_transpose2d")
     vals = None
     if ctx.numerics:
@@ -281,7 +282,7 @@ def dma_transpose(dst, src, *, axes=None, dtype=None, mask=None):
         if od != t.dtype:
             vals = f32(vals)
     return emit(ctx, dst=dst, values=vals, init=None if init is None else np.transpose(init, axes),
-                out_shape=out_shape, out_dtype=od, mask=legacy_mask(mask, out_shape), engine="dma",
+                out_shape=out_shape, out_dtype=od, mask=op_mask(mask, out_shape), engine="dma",
                 opcode="dma_transpose", reads=[t], memory="sbuf", dtype_in=dt.name(t.dtype),
                 attrs=(("direction", f"{t._st.memory}->sbuf"), ("transpose", True)))
 

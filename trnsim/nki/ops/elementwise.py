@@ -11,13 +11,13 @@ from typing import Any, Optional
 import numpy as np
 
 from ...errors import KernelError, MemoryAccessError, ShapeError
-from ..core import dtypes as dt
+from ..core import dtypes as dt, gates
 from ..core.alu import BINARY, BITVEC, UNARY, token_name
 from ..core.context import current
-from ..core.index import _IndexBase
+from ..core.index_exprs import _IndexBase
 from ..core.tensor import NkiTensor
 from . import base
-from .base import emit, f32, legacy_mask, read, tile, where
+from .base import emit, f32, op_mask, read, tile, where
 
 _INT_EXACT = frozenset(["add", "subtract", "multiply", "maximum", "minimum", "mod"])
 # np.generic covers ml_dtypes scalars (ml_dtypes.bfloat16(1.0) is not an np.floating)
@@ -39,6 +39,7 @@ _TS_UNARY_GEN4 = frozenset(["square", "relu"])
 
 
 def is_bitvec(name: Optional[str]) -> bool:
+    """True for the ALU's bitvec operators (bitwise and shifts)."""
     return name in BITVEC or name in TS_UNARY_BITVEC
 
 
@@ -63,23 +64,8 @@ def check_ts_op(ctx, name: str, operand, opname: str, role: str, *, bitvec_ok: b
         raise KernelError(f"{opname}: {role}={name} is unary; {arg} must be None or 0, got {shown}",
                           rule="tensor_scalar-unary-operand", limit="None or 0", value=shown,
                           where=where())
-    gen = ctx.spec.generation
-    if name in _TS_UNARY_GEN4 and gen < 4:
-        from ...errors import GenerationError
-        raise GenerationError(f"{opname}: {role}={name} needs NeuronCore-v4 (trn3)",
-                              rule="tensor_scalar-op-generation", limit="gen4+", value=f"gen{gen}",
-                              where=where())
-
-
-def check_generation(what: str, min_gen: int) -> None:
-    """An API the docs mark as available from NeuronCore-v<min_gen> only."""
-    ctx = current()
-    gen = ctx.spec.generation
-    if gen < min_gen:
-        from ...errors import GenerationError
-        raise GenerationError(f"{what} needs NeuronCore-v{min_gen} or newer (the target is "
-                              f"{ctx.spec.name})", rule="api-generation",
-                              limit=f"gen{min_gen}+", value=f"gen{gen}", where=where())
+    if name in _TS_UNARY_GEN4:
+        gates.require(ctx, f"tensor_scalar.op.{name}")
 
 
 def apply_ts_op(name: str, x, operand_value, reverse: bool, ints: bool = False):
@@ -149,7 +135,7 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
         if col.shape[0] == big.shape[0] and col.size == col.shape[0] and big.size > col.size \
                 and tuple(shape) == tuple(big.shape):
             return _tensor_scalar(ctx, dst, big, [(name, col, rev)], od, mask, eng, op)
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     va, ia = read(ctx, a, f"nl.{op}", m if a.shape == tuple(shape) else None)
     vb, ib = read(ctx, b, f"nl.{op}", m if b.shape == tuple(shape) else None)
     ints = dt.is_int(a.dtype) and dt.is_int(b.dtype)
@@ -190,6 +176,7 @@ def operator(name: str, a, b, reverse: bool):
 
 
 def unary_operator(name: str, a):
+    """``abs(t)`` / ``~t`` on a tile (a unary Vector instruction)."""
     from .activation import unary
     return unary(name, a)
 
@@ -199,7 +186,7 @@ def unary_operator(name: str, a):
 def _tensor_scalar(ctx, dst, data: NkiTensor, ops, od, mask, eng, opname, opcode="tensor_scalar"):
     """``(data op0 operand0) op1 operand1``; operands are scalars or (P, 1) columns."""
     shape = data.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, data, opname, m)
     base.check_free_size(ctx, data, "data", opname)
     base.check_alignment(ctx, data, "data", opname)
@@ -261,7 +248,9 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return _tensor_scalar(ctx, dst, t, ops, od, mask, eng, "tensor_scalar")
 
 
-_SCALAR_ENGINE_V3 = frozenset([("multiply", "add"), ("multiply", None), ("add", None)])
+# the ops the Scalar engine runs from its first generation with tensor_scalar (v3); others need
+# the later generation the registry names
+_SCALAR_ENGINE_BASIC_OPS = frozenset([("multiply", "add"), ("multiply", None), ("add", None)])
 
 
 def _check_tensor_scalar_engine(ctx, eng: str, n0: str, n1: Optional[str]) -> None:
@@ -272,20 +261,23 @@ def _check_tensor_scalar_engine(ctx, eng: str, n0: str, n1: Optional[str]) -> No
                           rule="tensor_scalar-engine", limit="vector", value=eng, where=where())
     if eng != "scalar":
         return
-    gen = ctx.spec.generation
-    if gen < 3:
-        from ...errors import GenerationError
-        raise GenerationError("tensor_scalar on the Scalar engine needs NeuronCore-v3 or newer",
-                              rule="tensor_scalar-engine", limit="gen3+", value=f"gen{gen}",
-                              where=where())
-    if gen == 3 and (n0, n1) not in _SCALAR_ENGINE_V3:
-        raise KernelError(f"tensor_scalar on the trn2 Scalar engine supports only multiply[, add] "
-                          f"or add, got ({n0}, {n1})", rule="tensor_scalar-engine",
-                          limit="(multiply, add), (multiply,), (add,)", value=(n0, n1),
-                          where=where())
+    gates.require(ctx, "tensor_scalar.engine.scalar")
+    if (n0, n1) not in _SCALAR_ENGINE_BASIC_OPS:
+        gates.require(ctx, "tensor_scalar.engine.scalar.any_op")
+
+
+def reciprocal(dst, data, *, dtype=None, mask=None):
+    """1 / data on the Vector engine (more precise than the Scalar activation), traced as
+    ``reciprocal``; into ``dst`` or a new tile of ``dtype`` (default: data's)."""
+    ctx = current()
+    t = tile(ctx, data, "data", "reciprocal", "vector")
+    od = dtype if dtype is not None else (dst.dtype if dst is not None else t.dtype)
+    return _tensor_scalar(ctx, dst, t, [("divide", 1.0, True)], od, mask, "vector", "reciprocal",
+                          opcode="reciprocal")
 
 
 def tensor_scalar_into(ctx, dst: NkiTensor, data: NkiTensor, name: str, scalar) -> None:
+    """``dst = data <name> scalar`` (an in-place operator on a tile)."""
     t = tile(ctx, data, "data", f"nl.{name}", "vector")
     _tensor_scalar(ctx, dst, t, [(name, scalar, False)], dst.dtype, None, "vector", f"nl.{name}")
 
@@ -301,13 +293,6 @@ def tensor_tensor(dst, data1, data2, op, *, dtype=None, mask=None, engine=None):
     a = tile(ctx, data1, "data1", "tensor_tensor", eng)
     b = tile(ctx, data2, "data2", "tensor_tensor", eng)
     base.same_partitions(a, b, "tensor_tensor", "data1", "data2")
-    if a.size != b.size and ctx.api == "legacy" and dst is None:
-        try:
-            np.broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            pass
-        else:  # the legacy front end broadcast a (P, 1) operand (lowered to tensor_scalar)
-            return binary(name, a, b, dtype=dtype, mask=mask, engine=engine, opname="tensor_tensor")
     if a.size != b.size:
         raise ShapeError(f"tensor_tensor: data1 {a.shape} and data2 {b.shape} differ in elements per "
                          "partition", rule="err_num_partition_mismatch", limit=a.shape,
@@ -322,8 +307,9 @@ def tensor_tensor(dst, data1, data2, op, *, dtype=None, mask=None, engine=None):
 
 
 def tensor_tensor_core(ctx, dst, a: NkiTensor, b: NkiTensor, name: str, od, mask, eng):
+    """tensor_tensor once its operands are checked tiles: compute, round, emit."""
     shape = a.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     va, ia = read(ctx, a, "tensor_tensor", m)
     vb, ib = read(ctx, b, "tensor_tensor", None)
     for t in (a, b):
@@ -363,7 +349,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
                                 value="data and operand1 in PSUM", where=where())
     n0, n1 = token_name(op0, "op0"), token_name(op1, "op1")
     shape = t.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, t, "scalar_tensor_tensor", m)
     s0, i0, st0 = base.scalar_or_column(ctx, operand0, shape, "operand0", "scalar_tensor_tensor", eng)
     v1, i1 = read(ctx, o1, "scalar_tensor_tensor")
@@ -390,7 +376,7 @@ def tensor_copy(dst, src, *, dtype=None, mask=None, engine=None, opcode="tensor_
     eng = base.engine_name(engine, "vector")
     t = tile(ctx, src, "src", opcode, eng)
     shape = t.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, t, opcode, m)
     base.check_free_size(ctx, t, "src", opcode)
     od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
@@ -404,7 +390,8 @@ def tensor_copy(dst, src, *, dtype=None, mask=None, engine=None, opcode="tensor_
                 engine=eng, opcode=opcode, reads=[t])
 
 
-def memset_new(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
+def memset(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
+    """Fill ``dst`` (or a new tile of ``shape``) with ``value`` on Vector or GpSimd."""
     eng = base.engine_name(engine, "vector")
     od = dt.as_dtype(dtype) if dtype is not None else dst.dtype
     if dst is None:
@@ -418,7 +405,7 @@ def memset_new(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
         from ...errors import PartitionError
         raise PartitionError(f"memset of {shape[0]} partitions", rule="err_num_partition_exceed_arch_limit",
                              limit=ctx.spec.tile_size.pmax, value=shape[0], where=where())
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     vals = None
     if ctx.numerics:
         vals = np.full(shape, value, dtype=np.int64 if dt.is_int(od) and
@@ -427,47 +414,8 @@ def memset_new(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):
                 engine=eng, opcode="memset", reads=[], dtype_in="-", attrs=(("value", float(value)),))
 
 
-def select(dst, cond, x, y, *, dtype=None, mask=None, engine=None):
-    """``nl.where(cond, x, y)``: per element ``x if cond else y`` (x, y tiles or scalars)."""
-    ctx = current()
-    eng = base.engine_name(engine, "vector")
-    c = tile(ctx, cond, "condition", "select", eng)
-    parts = [c]
-    shapes = [c.shape]
-    vals_in = {}
-    inits = []
-    for role, v in (("x", x), ("y", y)):
-        if isinstance(v, NkiTensor):
-            t = tile(ctx, v, role, "select", eng)
-            parts.append(t)
-            shapes.append(t.shape)
-    try:
-        shape = tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise ShapeError(f"select: condition and operand shapes {shapes} do not broadcast",
-                         rule="broadcast-shape", limit="numpy-broadcastable shapes",
-                         value=tuple(shapes), where=where()) from None
-    m = legacy_mask(mask, shape)
-    cv, ci = read(ctx, c, "select")
-    inits.append(ci)
-    for role, v in (("x", x), ("y", y)):
-        if isinstance(v, NkiTensor):
-            vv, vi = read(ctx, v, "select")
-            vals_in[role] = f32(vv)
-            inits.append(vi)
-        else:
-            vals_in[role] = np.float32(v)
-    od = dt.as_dtype(dtype) if dtype is not None else (
-        dst.dtype if dst is not None else out_for(x, y))
-    vals = None
-    if ctx.numerics:
-        vals = np.broadcast_to(np.where(f32(cv) != 0, vals_in["x"], vals_in["y"]), shape)
-    init = base.and_init(shape, *inits)
-    return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
-                engine=eng, opcode="select", reads=parts)
-
-
 def out_for(x, y) -> np.dtype:
+    """The result dtype of a select between ``x`` and ``y`` (tiles or scalars)."""
     d = None
     for v in (x, y):
         if isinstance(v, NkiTensor):

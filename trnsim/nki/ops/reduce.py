@@ -2,17 +2,16 @@
 batch-norm statistics, and the legacy ``nl.loop_reduce`` accumulation."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 import numpy as np
 
-from ...errors import KernelError, MemoryAccessError, ShapeError
+from ...errors import KernelError, ShapeError
 from ..core import dtypes as dt
 from ..core.alu import BINARY, REDUCE, reduce_apply, token_name
 from ..core.context import current
 from ..core.tensor import NkiTensor
 from . import base
-from .base import emit, f32, legacy_mask, read, tile, where
+from .accumulate import _vector_accumulator
+from .base import emit, f32, op_mask, read, tile, where
 
 
 def _axes(axis, ndim: int, op: str, trailing: bool) -> tuple:
@@ -60,7 +59,7 @@ def reduce_free(dst, op, data, axis, *, dtype=None, mask=None, negate=False, kee
     t = tile(ctx, data, "data", opcode, eng)
     ax = _axes(axis, t.ndim, opcode, trailing)
     shape = t.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, t, opcode, m)
     base.check_free_size(ctx, t, "data", opcode)
     base.check_alignment(ctx, t, "data", opcode)
@@ -120,24 +119,16 @@ def partition_reduce(dst, op, data, *, dtype=None, mask=None):
         vals = reduce_apply(name, x, 0, True)
     rinit = None if init is None else init.astype(bool).all(axis=0, keepdims=True)
     return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od,
-                mask=legacy_mask(mask, out_shape), engine="gpsimd",
+                mask=op_mask(mask, out_shape), engine="gpsimd",
                 opcode="tensor_partition_reduce", reads=[t], partitions=t.shape[0],
                 free=t.size // t.shape[0], attrs=(("op", name),))
-
-
-def _vector_accumulator(ctx) -> np.ndarray:
-    acc = getattr(ctx, "dve_accum", None)
-    if acc is None:
-        acc = np.zeros(ctx.spec.tile_size.pmax, dtype=np.float32)
-        ctx.dve_accum = acc
-    return acc
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, *,
                          dtype=None, mask=None, reduce_cmd=None, reduce_init=None,
                          reduce_res_negate=False):
     """``data op0 operand0`` plus a reduction over all free axes into ``reduce_res`` (Vector)."""
-    from .activation import ReduceCmd
+    from .accumulate import ReduceCmd
     ctx = current()
     n0 = token_name(op0, "op0")
     rn = token_name(reduce_op, "reduce_op")
@@ -148,7 +139,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     check_ts_op(ctx, n0, operand0, "tensor_scalar_reduce", "op0", bitvec_ok=False)
     t = tile(ctx, data, "data", "tensor_scalar_reduce", "vector")
     shape = t.shape
-    m = legacy_mask(mask, shape)
+    m = op_mask(mask, shape)
     v, init = read(ctx, t, "tensor_scalar_reduce", m)
     if n0 in TS_UNARY:  # unary op0: operand0 is None or 0 and not read
         s0, st0 = None, None
@@ -191,28 +182,6 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
                 engine="vector", opcode="tensor_scalar_reduce", reads=reads, extra_writes=extra,
                 attrs=(("op0", n0), ("reduce_op", rn)))
-
-
-def max8(dst, src, *, dtype=None, mask=None):
-    """The 8 largest values per partition, descending (Vector)."""
-    ctx = current()
-    t = tile(ctx, src, "src", "max8", "vector")
-    free = t.size // t.shape[0]
-    lo, hi = ctx.spec.access.max8_min, ctx.spec.access.max8_max
-    if not lo <= free <= hi:
-        raise ShapeError(f"max8 reads {free} elements per partition", rule="max8-size",
-                         limit=f"{lo}..{hi}", value=free, where=where())
-    v, init = read(ctx, t, "max8")
-    out_shape = (t.shape[0], 8)
-    od = dt.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else t.dtype)
-    vals = None
-    if ctx.numerics:
-        x = f32(v).reshape(t.shape[0], -1)
-        vals = -np.sort(-x, axis=1)[:, :8]
-    rinit = None if init is None else np.repeat(init.reshape(t.shape[0], -1).all(axis=1,
-                                                keepdims=True), 8, axis=1)
-    return emit(ctx, dst=dst, values=vals, init=rinit, out_shape=out_shape, out_dtype=od, mask=None,
-                engine="vector", opcode="max8", reads=[t], free=free)
 
 
 def bn_stats(dst, data, *, dtype=None, mask=None):
@@ -294,44 +263,3 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     return r
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *,
-                       dtype=None, mask=None):
-    """Per partition: r[:, i] = op1(op0(d0[:, i], r[:, i-1]), d1[:, i]) with r[:, -1] = initial."""
-    ctx = current()
-    n0, n1 = token_name(op0, "op0"), token_name(op1, "op1")
-    a = tile(ctx, data0, "data0", "tensor_tensor_scan", "vector")
-    b = tile(ctx, data1, "data1", "tensor_tensor_scan", "vector")
-    base.same_partitions(a, b, "tensor_tensor_scan", "data0", "data1")
-    if a.size != b.size:
-        raise ShapeError("tensor_tensor_scan: data0 and data1 must match", rule="scan-shape",
-                         limit=a.shape, value=b.shape, where=where())
-    if a._st.memory == "psum" and b._st.memory == "psum":
-        raise MemoryAccessError("tensor_tensor_scan: data0 and data1 cannot both be in PSUM",
-                                rule="tensor_tensor-two-psum", limit="at most 1 PSUM input",
-                                value="data0 and data1 in PSUM", where=where())
-    va, ia = read(ctx, a, "tensor_tensor_scan")
-    vb, ib = read(ctx, b, "tensor_tensor_scan")
-    p = a.shape[0]
-    s0, i0, st0 = base.scalar_or_column(ctx, initial, (p, 1), "initial", "tensor_tensor_scan",
-                                        "vector")
-    # docs: the default output dtype is data0's or data1's, whichever has the highest precision
-    od = dt.as_dtype(dtype) if dtype is not None else (
-        dst.dtype if dst is not None else dt.promote(a.dtype, b.dtype))
-    vals = None
-    if ctx.numerics:
-        x, y = f32(va).reshape(p, -1), f32(vb).reshape(p, -1)
-        r = np.empty_like(x)
-        prev = np.broadcast_to(np.asarray(s0, np.float32).reshape(-1), (p,)).astype(np.float32)
-        f0, f1 = BINARY[n0], BINARY[n1]
-        for i in range(x.shape[1]):
-            t0 = f0(prev, x[:, i]) if reverse0 else f0(x[:, i], prev)
-            prev = f1(y[:, i], t0) if reverse1 else f1(t0, y[:, i])
-            r[:, i] = prev
-        vals = r.reshape(a.shape)
-    init = base.and_init(a.shape, ia, None if ib is None else ib.reshape(a.shape))
-    if init is not None:
-        init = np.logical_and.accumulate(init.reshape(p, -1), axis=1).reshape(a.shape)
-    reads = [a, b] + ([st0] if st0 is not None else [])
-    return emit(ctx, dst=dst, values=vals, init=init, out_shape=a.shape, out_dtype=od,
-                mask=legacy_mask(mask, a.shape), engine="vector", opcode="tensor_tensor_scan",
-                reads=reads, attrs=(("op0", n0), ("op1", n1)))

@@ -1,0 +1,139 @@
+"""On-chip memory bookkeeping of one kernel instance: the capacity accountant of SBUF / PSUM
+(compiler-style liveness, peak sweep, spill excess) and the physical buffer manual placements share."""
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ...errors import CapacityError, SbufSpillWarning
+from ...hardware.schema import OnChipMemory
+from ...source import describe, user_loc
+from .storage import Storage
+
+
+class Accountant:
+    """Capacity of one on-chip memory, checked with compiler-style liveness."""
+    # An automatically placed tensor is live from its allocation to the last instruction that reads
+    # or writes it (Python references that linger after the last use do not count, as they do not
+    # for the NKI compiler). Manually placed tensors reserve bytes [0, end) of their partitions. The
+    # peak is found by a sweep when the kernel instance finishes (``check``).
+
+    def __init__(self, memory: str, spec: OnChipMemory):
+        self.memory = memory
+        self.spec = spec
+        self.capacity = spec.bytes_per_partition
+        self.intervals: Dict[int, list] = {}   # storage id -> [first, last, bytes, name, loc]
+        self.manual_end = 0
+        self.manual_names: List[str] = []
+        self.peak = 0
+        self.spill_excess = 0   # bytes per partition over capacity at the peak (spilled)
+        # storage id -> [(instruction, is_write)], kept where spills are modelled (spill.py)
+        self.accesses: Optional[Dict[int, list]] = None
+        self.parts: Dict[int, int] = {}
+
+    def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
+        """Count an automatically placed storage from instruction ``first`` on."""
+        st.accountant = self
+        st.accounted = True
+        if row_bytes > self.capacity:
+            raise CapacityError(
+                f"{self.memory.upper()} tensor '{st.name}' alone needs {row_bytes} B per partition",
+                rule=f"{self.memory}-capacity", limit=f"{self.capacity} B per partition",
+                value=f"{row_bytes} B per partition", where=describe(user_loc()))
+        self.intervals[st.id] = [first, first, row_bytes, st.name, st.loc]
+        self.parts[st.id] = parts
+
+    def touch(self, sid: int, idx: int, write: bool = False) -> None:
+        """Extend storage ``sid``'s live range to instruction ``idx``."""
+        iv = self.intervals.get(sid)
+        if iv is not None:
+            iv[1] = idx
+            if self.accesses is not None:
+                self.accesses.setdefault(sid, []).append((idx, write))
+
+    def charge_manual(self, st: Storage, p0: int, parts: int, end: int) -> None:
+        """Reserve bytes [0, end) of a manually placed storage's partitions."""
+        st.accountant = self
+        st.accounted = True
+        if end > self.manual_end:
+            self.manual_end = end
+        self.manual_names.append(st.name)
+
+    def check(self, spill: bool = False) -> None:
+        """Raise if live automatically placed tensors plus manual reservations exceed capacity.
+        ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once."""
+        events = []
+        for sid, (first, last, nbytes, name, loc) in self.intervals.items():
+            events.append((first, 1, nbytes, sid))
+            events.append((last + 1, 0, nbytes, sid))
+        events.sort(key=lambda e: (e[0], e[1]))
+        used = self.manual_end
+        live = set()
+        worst = None
+        for pos, kind, nbytes, sid in events:
+            if kind:
+                used += nbytes
+                live.add(sid)
+                if used > self.peak:
+                    self.peak = used
+                    if used > self.capacity:
+                        worst = (sid, used, set(live))
+                if used > self.capacity and not spill:
+                    self._overflow(sid, used, live)
+            else:
+                used -= nbytes
+                live.discard(sid)
+        if worst is not None:
+            try:
+                self._overflow(*worst)
+            except CapacityError as e:
+                self.spill_excess = worst[1] - self.capacity
+                warnings.warn(SbufSpillWarning(
+                    f"{e} -- the NKI compiler spills the excess "
+                    f"({self.spill_excess} B per partition at the peak) to HBM; trnsim adds "
+                    f"the spill stores and reloads (fewest possible) to the trace"), stacklevel=2)
+
+    def _overflow(self, sid: int, used: int, live: set) -> None:
+        first, last, nbytes, name, loc = self.intervals[sid]
+        big = sorted((self.intervals[i] for i in live), key=lambda x: -x[2])[:6]
+        listing = "; ".join(
+            f"{n} {b} B (line {lc.line})" if lc else f"{n} {b} B" for _, _, b, n, lc in big)
+        manual = f"; manual placements reserve {self.manual_end} B" if self.manual_end else ""
+        raise CapacityError(
+            f"{self.memory.upper()} overflow: allocating '{name}' ({nbytes} B per partition) while "
+            f"these are live: {listing}{manual}", rule=f"{self.memory}-capacity",
+            limit=f"{self.capacity} B per partition", value=f"{used} B per partition",
+            where=describe(loc) if loc else None,
+            hint="shrink or reuse tiles, end a tile's use earlier, or use a narrower dtype")
+
+
+class ManualMemory:
+    """The single physical SBUF or PSUM buffer of a core, used by manually placed tensors."""
+
+    def __init__(self, memory: str, spec: OnChipMemory, fill: str):
+        self.memory = memory
+        self.spec = spec
+        n = spec.partitions * spec.bytes_per_partition
+        self.data = np.empty(n, dtype=np.uint8)
+        self.data[:] = 0xFF if fill == "nan" else 0  # 0xFFFF.. is a NaN in every float format
+        self.init = np.zeros(n, dtype=np.uint8)
+        self.owner = np.zeros(n, dtype=np.int32)  # allocation+block that last wrote each byte
+        self.region_id = next(_region_ids)
+        self.owners: Dict[Any, int] = {}
+        self.owner_names: Dict[int, str] = {}
+        self.wrote: set = set()  # owner ids (tensor or block) that have written since allocation
+
+    def owner_id(self, key, name: str) -> int:
+        """The small integer that marks bytes written by owner ``key``."""
+        i = self.owners.get(key)
+        if i is None:
+            i = len(self.owners) + 1
+            self.owners[key] = i
+            self.owner_names[i] = name
+        return i
+
+
+_region_ids = itertools.count(10 ** 9)

@@ -1,5 +1,0 @@
-"""``nki.tensor``: the tensor type (``NkiTensor``) kernels annotate with."""
-from ..core.tensor import NkiTensor  # noqa: F401
-
-Tensor = NkiTensor
-tensor = NkiTensor
