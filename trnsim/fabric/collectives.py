@@ -1,0 +1,176 @@
+"""``collective()``: time one collective on a system, picking the fastest algorithm as a runtime would."""
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import asdict, dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import ConfigError
+from .algorithms import ALGORITHMS, OPS, NotApplicable, WrongOp
+from .config import load_fabric_config
+from .flowsim import simulate
+from .schedule import RankSet
+from .topology import Topology, build_topology
+from .units import parse_size
+
+_ALIASES = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter",
+            "alltoall": "all-to-all", "sendrecv": "send-recv", "bcast": "broadcast",
+            "all-to-allv": "all-to-all", "alltoallv": "all-to-all", "permute": "send-recv"}
+
+# nccl-tests bus-bandwidth factors (busbw = algbw x factor)
+_BUS = {"all-reduce": lambda n: 2 * (n - 1) / n, "all-gather": lambda n: (n - 1) / n,
+        "reduce-scatter": lambda n: (n - 1) / n, "all-to-all": lambda n: (n - 1) / n,
+        "send-recv": lambda n: 1.0, "broadcast": lambda n: 1.0}
+
+
+def canonical_op(op: str) -> str:
+    """'allreduce', 'all_reduce', 'All-Reduce' -> 'all-reduce'; unknown names raise with a suggestion."""
+    key = str(op).strip().lower().replace("_", "-")
+    key = _ALIASES.get(key.replace("-", ""), key)
+    if key in OPS:
+        return key
+    near = difflib.get_close_matches(key, OPS, n=2, cutoff=0.4)
+    raise ConfigError(f"unknown collective {op!r}", rule="fabric-op", limit=list(OPS), value=op,
+                      hint=f"did you mean {', '.join(near)}?" if near else None)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests factor from algorithm bandwidth to bus bandwidth for ``n`` ranks."""
+    return _BUS[canonical_op(op)](n)
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Time and bandwidth of one collective, the algorithm used and the busiest link."""
+    system: str
+    op: str
+    size_bytes: float
+    ranks: int
+    chips: int
+    instances: int
+    lnc: int
+    algorithm: str
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    busiest_link: str
+    busiest_link_utilization: float
+    hierarchical: bool
+    folded: str
+    launch_overhead_us: float
+    candidates: Tuple[Tuple[str, float], ...]
+    skipped: Tuple[Tuple[str, str], ...]
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict (candidates as {algorithm: time_us})."""
+        d = asdict(self)
+        d["candidates"] = {a: t for a, t in self.candidates}
+        d["skipped"] = {a: why for a, why in self.skipped}
+        return d
+
+
+def ranks_for_count(topo: Topology, count: int) -> Optional[Tuple[int, ...]]:
+    """``count`` ranks spread evenly over the units, the first cores of each (as nccom-test places them)."""
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ConfigError("the rank count must be a positive integer", rule="fabric-ranks", value=count)
+    per_unit = topo.n_ranks // topo.units
+    if count > topo.n_ranks or count % topo.units:
+        raise ConfigError(f"{count} ranks do not fit {topo.units} x {topo.name} ({per_unit} cores each at "
+                          f"LNC={topo.lnc}, ranks split evenly over instances)", rule="fabric-ranks",
+                          limit=f"a multiple of {topo.units} up to {topo.n_ranks}", value=count)
+    if count == topo.n_ranks:
+        return None
+    k = count // topo.units
+    return tuple(u * per_unit + i for u in range(topo.units) for i in range(k))
+
+
+def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union[None, int, Sequence[int]] = None,
+               instances: int = 1, algorithm: Optional[str] = None, lnc: Optional[int] = None,
+               hardware_file: Optional[str] = None) -> CollectiveResult:
+    """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all)."""
+    op = canonical_op(op)
+    size = parse_size(size_bytes)
+    topo = build_topology(system, instances, lnc, hardware_file)
+    if isinstance(ranks, (int, np.integer)) and not isinstance(ranks, bool):
+        ranks = ranks_for_count(topo, int(ranks))
+    key = None if ranks is None else tuple(int(r) for r in ranks)
+    return _cached(topo, op, size, key, algorithm, hardware_file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str],
+            hardware_file: Optional[str]) -> CollectiveResult:
+    cfg = load_fabric_config(hardware_file)
+    rs = RankSet(topo, ranks)
+    rt = cfg.runtime(topo.chip)
+    n = rs.n
+    if op == "send-recv" and n < 2:
+        raise ConfigError("send-recv needs at least two ranks", rule="fabric-ranks", limit=">= 2", value=n)
+    names = _choose(algorithm, op, size, cfg)
+    best, times, skipped = None, [], []
+    if n > 1:
+        best, times, skipped = best_schedule(topo, op, size, rs, cfg, names, str(algorithm).lower() == "runtime")
+        if best is None:
+            why = "; ".join(r for _, r in skipped)
+            raise ConfigError(f"no algorithm can run {op} over {n} ranks of {topo.units} x {topo.name}"
+                              f" ({why})", rule="fabric-algorithm", limit=names, value=algorithm or "auto")
+    if best is None:  # one rank: nothing moves
+        return CollectiveResult(topo.system, op, size, n, rs.chips(), topo.units, topo.lnc, "none", 0.0,
+                                0.0, 0.0, "none", 0.0, False, "", 0.0, (), tuple(skipped))
+    t, sched, sim = best
+    t += rt.launch_overhead_s
+    times = [(a, (x + rt.launch_overhead_s) * 1e6) for a, x in times]
+    algbw = size / t / 1e9
+    return CollectiveResult(
+        system=topo.system, op=op, size_bytes=size, ranks=n, chips=rs.chips(), instances=topo.units,
+        lnc=topo.lnc, algorithm=sched.algorithm, time_us=t * 1e6, algbw_gbps=algbw,
+        busbw_gbps=algbw * bus_factor(op, n), busiest_link=sim.busiest_link,
+        busiest_link_utilization=sim.busiest_link_utilization, hierarchical=sched.hierarchical,
+        folded=sched.folded, launch_overhead_us=rt.launch_overhead_s * 1e6, candidates=tuple(times),
+        skipped=tuple(skipped))
+
+
+def best_schedule(topo: Topology, op: str, size: float, rs: RankSet, cfg, names: Sequence[str],
+                  first_only: bool = False):
+    """Simulate each named algorithm; returns ((network s, schedule, sim) of the fastest or None,
+    [(name, network s)], [(name, why it cannot run here)]).  Launch overhead is not included; algorithms
+    that do not implement ``op`` at all are left out of the reasons unless one was forced."""
+    best, times, skipped = None, [], []
+    for name in names:
+        try:
+            sched = ALGORITHMS[name](op, size, rs, topo, cfg)
+        except WrongOp as e:  # does not implement this op at all: only worth saying when forced
+            if len(names) == 1:
+                skipped.append((name, str(e)))
+            continue
+        except NotApplicable as e:
+            skipped.append((name, str(e)))
+            continue
+        sim = simulate(topo, sched)
+        times.append((name, sim.time_s))
+        if best is None or sim.time_s < best[0]:
+            best = (sim.time_s, sched, sim)
+        if first_only:
+            break  # the runtime takes the first of its size-ordered choices that can run
+    return best, times, skipped
+
+
+def _choose(algorithm: Optional[str], op: str, size: float, cfg) -> Tuple[str, ...]:
+    """Algorithms to try: all (auto), the one forced, or the runtime's size thresholds [CCA]."""
+    if algorithm in (None, "", "auto"):
+        return tuple(ALGORITHMS)
+    name = str(algorithm).strip().lower()
+    if name == "runtime":  # Mesh < 1 MB, RDH up to 56 MB, rings above [CCA]; the first that can run
+        if op in ("all-to-all", "send-recv"):
+            return ("direct",)
+        first = "direct" if size < cfg.mesh_max_bytes else "rdh" if size <= cfg.rdh_max_bytes else "dual-ring"
+        return (first, "hierarchical", "dual-ring", "torus-rings", "ring")
+    if name not in ALGORITHMS:
+        near = difflib.get_close_matches(name, list(ALGORITHMS), n=2, cutoff=0.4)
+        raise ConfigError(f"unknown algorithm {algorithm!r}", rule="fabric-algorithm",
+                          limit=["auto", "runtime"] + list(ALGORITHMS), value=algorithm,
+                          hint=f"did you mean {', '.join(near)}?" if near else None)
+    return (name,)

@@ -1,0 +1,107 @@
+"""Fabric figures from ``hardware/data/fabric.toml`` (merged with a user hardware file) as a frozen spec."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional
+
+from ..errors import HardwareFileError
+from ..hardware import load_catalog
+from ..hardware.loader import unwrap
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Per chip family: fixed cost of one collective launch and the achieved fraction of link rate."""
+    launch_overhead_s: float
+    bandwidth_efficiency: float
+    default_lnc: int
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    """Everything the fabric model adds to the catalog; ``sources`` maps a dotted path to its source."""
+    figure_counts_both_directions: bool
+    efa_figure_per_direction: bool
+    torus_ports_per_dim: int
+    ring_ports: int
+    step_s: float
+    efa_step_s: float
+    forward_hop_s: float
+    ring_channels: int
+    mesh_max_bytes: float
+    rdh_max_bytes: float
+    max_flat_chips: int
+    max_flows_per_step: int
+    max_pairwise_ranks: int
+    fold_instances: int
+    runtimes: Mapping[str, Runtime]
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def runtime(self, chip: str) -> Runtime:
+        """Runtime constants of a chip family (trn1, inf2, trn2, trn3)."""
+        if chip not in self.runtimes:
+            raise HardwareFileError(f"fabric.toml has no [runtime.{chip}] section",
+                                    rule="hardware-file-missing", limit=sorted(self.runtimes), value=chip)
+        return self.runtimes[chip]
+
+
+def _get(t: Mapping, path: str, kind):
+    cur = t
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            raise HardwareFileError(f"fabric.toml: missing {path}", rule="hardware-file-missing",
+                                    hint="see trnsim/hardware/data/fabric.toml for the layout")
+        cur = cur[part]
+    if kind is bool:
+        ok = isinstance(cur, bool)
+    elif kind is int:
+        ok = isinstance(cur, int) and not isinstance(cur, bool) and cur >= 1
+    else:
+        ok = isinstance(cur, (int, float)) and not isinstance(cur, bool) and cur >= 0
+    if not ok:
+        raise HardwareFileError(f"fabric.toml: {path} must be a {'positive ' if kind is int else ''}"
+                                f"{kind.__name__}", rule="hardware-file-type", limit=kind.__name__,
+                                value=repr(cur))
+    return kind(cur)
+
+
+def load_fabric_config(hardware_file: Optional[str] = None) -> FabricConfig:
+    """The fabric figures of the built-in catalog, with ``hardware_file`` merged over them."""
+    raw = load_catalog(hardware_file).extra.get("fabric")
+    if raw is None:  # a catalog that does not carry extra data files: read ours directly
+        from ..hardware.loader import DATA_DIR, deep_merge, read_toml
+        raw = read_toml(os.path.join(DATA_DIR, "fabric.toml"))
+        if hardware_file:
+            raw = deep_merge(raw, read_toml(hardware_file).get("fabric", {}))
+    return _from_raw(raw)
+
+
+def _from_raw(raw: Mapping) -> FabricConfig:
+    sources: Dict[str, str] = {}
+    t = unwrap(raw, "", sources, "fabric.toml")
+    runtimes = {}
+    for chip in t.get("runtime", {}):
+        rt = Runtime(launch_overhead_s=_get(t, f"runtime.{chip}.launch_overhead_s", float),
+                     bandwidth_efficiency=_get(t, f"runtime.{chip}.bandwidth_efficiency", float),
+                     default_lnc=_get(t, f"runtime.{chip}.default_lnc", int))
+        if not 0 < rt.bandwidth_efficiency <= 1:
+            raise HardwareFileError(f"fabric.toml: runtime.{chip}.bandwidth_efficiency must lie in (0, 1]",
+                                    rule="hardware-file-range", limit="(0, 1]", value=rt.bandwidth_efficiency)
+        runtimes[chip] = rt
+    return FabricConfig(
+        figure_counts_both_directions=_get(t, "links.figure_counts_both_directions", bool),
+        efa_figure_per_direction=_get(t, "links.efa_figure_per_direction", bool),
+        torus_ports_per_dim=_get(t, "links.torus_ports_per_dim", int),
+        ring_ports=_get(t, "links.ring_ports", int),
+        step_s=_get(t, "latency.step_s", float),
+        efa_step_s=_get(t, "latency.efa_step_s", float),
+        forward_hop_s=_get(t, "latency.forward_hop_s", float),
+        ring_channels=_get(t, "algorithms.ring_channels", int),
+        mesh_max_bytes=_get(t, "algorithms.mesh_max_bytes", float),
+        rdh_max_bytes=_get(t, "algorithms.rdh_max_bytes", float),
+        max_flat_chips=_get(t, "simulator.max_flat_chips", int),
+        max_flows_per_step=_get(t, "simulator.max_flows_per_step", int),
+        max_pairwise_ranks=_get(t, "simulator.max_pairwise_ranks", int),
+        fold_instances=_get(t, "simulator.fold_instances", int),
+        runtimes=runtimes, sources=sources)
