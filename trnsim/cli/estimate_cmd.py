@@ -1,0 +1,151 @@
+"""``trnsim estimate train|infer``: model-level training step / inference estimates with memory fit,
+breakdown and error band (thin layer over ``trnsim.model.estimate_training`` / ``estimate_inference``)."""
+from __future__ import annotations
+
+import argparse
+
+from ..model import estimate_inference, estimate_training
+from .output import Spinner, console, print_json, table
+
+
+def register(subparsers) -> None:
+    """Add ``estimate train`` and ``estimate infer`` to the ``trnsim`` command line."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", required=True, help="zoo name (trnsim models) or a config.json path")
+    common.add_argument("--instance", default=None, help="instance or UltraServer (trnsim hw list)")
+    common.add_argument("--nodes", type=int, default=1, help="number of instances")
+    common.add_argument("--tp", type=int, default=1, help="tensor parallel degree (logical NeuronCores)")
+    common.add_argument("--pp", type=int, default=1, help="pipeline parallel stages")
+    common.add_argument("--ep", type=int, default=1, help="expert parallel degree (MoE)")
+    common.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1|2 (trn2/trn3)")
+    common.add_argument("--precision", default="bf16", help="matmul format: bf16|fp8|mxfp8|mxfp4")
+    common.add_argument("--sparsity", default=None, help="M:N structured sparsity, e.g. 4:16 (trn2/trn3)")
+    common.add_argument("--comm", default="alpha-beta", choices=("alpha-beta", "fabric"),
+                        help="collectives model (alpha-beta is the one the calibration was fitted with)")
+    common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
+                        help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
+    common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    est = subparsers.add_parser("estimate", help="training / inference time, memory and MFU of a model",
+                                description="Estimate a training step or inference of a transformer model.")
+    sub = est.add_subparsers(dest="estimate_command", metavar="KIND")
+    t = sub.add_parser("train", parents=[common], help="one training step (AdamW, bf16 autocast)")
+    t.add_argument("--dp", type=int, default=0, help="data parallel degree (default: the cores left)")
+    t.add_argument("--cp", type=int, default=1, help="context parallel degree")
+    t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
+    t.add_argument("--sp", action="store_true", help="sequence parallel (with tp > 1)")
+    t.add_argument("--zero", type=int, default=0, help="0, or 1 for ZeRO-1")
+    t.add_argument("--seq", type=int, default=2048, help="sequence length")
+    t.add_argument("--global-batch", type=int, default=0, help="sequences per step (default dp x micro)")
+    t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
+    t.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
+    t.set_defaults(func=cmd_train, default_instance="trn1.32xlarge")
+    i = sub.add_parser("infer", parents=[common], help="prefill (TTFT) and decode (TPOT) of a batch")
+    i.add_argument("--batch", type=int, default=1, help="concurrent sequences")
+    i.add_argument("--sp", action="store_true", help="sequence-parallel prefill (norms split over TP)")
+    i.add_argument("--input", type=int, default=128, help="prompt tokens")
+    i.add_argument("--output", type=int, default=128, help="generated tokens")
+    i.add_argument("--rate", type=float, default=None, help="requests/s for a continuous-batching simulation")
+    i.add_argument("--input-dist", default=None, help="prompt lengths: N, LO:HI or exp:MEAN")
+    i.add_argument("--output-dist", default=None, help="output lengths: N, LO:HI or exp:MEAN")
+    i.add_argument("--requests", type=int, default=200, help="requests simulated with --rate")
+    i.add_argument("--max-batch", type=int, default=None, help="continuous-batching slots")
+    i.add_argument("--seed", type=int, default=0)
+    i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
+    est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
+
+
+def _costs(args, instance: str):
+    """The OpCosts the user asked for (None = the estimator's roofline default)."""
+    if args.costs != "simulated":
+        return None
+    from ..hardware import load_catalog
+    from ..kernels import time_reference
+    from ..model.opcost import SimulatedOpCosts
+    cat = load_catalog(args.hardware)
+    chip = cat.chips[cat.instance(instance).chip]
+    return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
+
+
+def _band(x: float) -> str:
+    return f"±{x:.0%}"
+
+
+def cmd_train(args) -> int:
+    """Estimate one training step and print it."""
+    inst = args.instance or args.default_instance
+    with Spinner(not args.json, "estimating training step"):
+        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                              cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                              seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                              recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+    if args.json:
+        print_json(e.to_dict())
+        return 0
+    out = console()
+    b = e.error_band["step_time_s"]
+    p = e.parallel
+    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} (LNC={e.lnc}, {e.cores} cores; tp={p['tp']} "
+                    f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''})",
+                    ["figure", "value", "error band"],
+                    [("step time", f"{e.step_time_s:.3f} s", _band(b)), ("sequences/s", f"{e.seq_per_s:,.1f}", _band(b)),
+                     ("tokens/s", f"{e.tokens_per_s:,.0f}", _band(b)), ("MFU", f"{e.mfu:.1%}", _band(b)),
+                     ("HFU (with recompute)", f"{e.hfu:.1%}", ""),
+                     ("micro-batches per step", e.micro_batches, ""),
+                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", "")]))
+    out.print(table("Breakdown of one step (critical path)", ["part", "seconds", "share"],
+                    [(k, f"{v:.4f}", f"{v / e.step_time_s:.1%}") for k, v in e.breakdown.items()]))
+    if e.comm:
+        out.print(table("Collectives per step", ["collective", "bytes each", "seconds", "exposed", "overlapped"],
+                        [(k, f"{c['bytes'] / 2**20:,.1f} MiB", f"{c['seconds']:.4f}", f"{c['exposed']:.4f}",
+                          f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
+    out.print(table("Memory per NeuronCore (GiB)", ["part", "GiB"],
+                    [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
+    _footer(out, e)
+    return 0
+
+
+def cmd_infer(args) -> int:
+    """Estimate prefill / decode (and a served request mix with --rate) and print it."""
+    inst = args.instance or args.default_instance
+    with Spinner(not args.json, "estimating inference"):
+        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                               sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
+                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
+                               comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                               input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                               max_batch=args.max_batch, seed=args.seed)
+    if args.json:
+        print_json(e.to_dict())
+        return 0
+    out = console()
+    eb = e.error_band
+    out.print(table(f"Inference {e.model} on {e.instance} (LNC={e.lnc}; tp={e.parallel['tp']} pp={e.parallel['pp']}"
+                    f" ep={e.parallel['ep']}; batch {e.batch}, {e.input_len} in / {e.output_len} out, {e.precision})",
+                    ["figure", "value", "error band"],
+                    [("TTFT", f"{e.ttft_ms:.2f} ms", _band(eb["ttft_ms"])),
+                     ("TPOT", f"{e.tpot_ms:.3f} ms", _band(eb["tpot_ms"])),
+                     ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
+                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", ""),
+                     ("KV cache per core", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     ("chips needed (weights + KV)", e.chips_needed, "")]))
+    out.print(table("Breakdown", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+    if e.serving:
+        s = e.serving
+        out.print(table(f"Continuous batching: {s.requests} requests at {s.rate_per_s:g}/s, {s.max_batch} slots",
+                        ["figure", "p50", "p90", "p99"],
+                        [("latency (s)", f"{s.latency_s_p50:.2f}", f"{s.latency_s_p90:.2f}", f"{s.latency_s_p99:.2f}"),
+                         ("TTFT (ms)", f"{s.ttft_ms_p50:.1f}", f"{s.ttft_ms_p90:.1f}", f"{s.ttft_ms_p99:.1f}")]))
+        out.print(f"throughput {s.output_tokens_per_s:,.1f} output tokens/s, {s.requests_per_s:.2f} requests/s, "
+                  f"mean batch {s.mean_batch:.1f}")
+    _footer(out, e)
+    return 0
+
+
+def _footer(out, e) -> None:
+    how = ", ".join(f"{len(v)} {k}" for k, v in e.ops_by_how.items())
+    out.print(f"ops costed: {how}; calibration rows: {', '.join(e.calibration_rows) or 'none'}; "
+              f"estimate took {e.sim_seconds * 1e3:.0f} ms")
+    for n in e.notes:
+        out.print(f"note: {n}")

@@ -1,0 +1,134 @@
+"""The reference kernels by name: how to build a shape's (timing-only) arguments and launch options,
+and the version that enters the op-cost cache key (bump it when a kernel's code changes)."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable, Dict, Mapping, Tuple
+
+import numpy as np
+
+from ..errors import ConfigError
+
+DTYPES = ("bfloat16", "float8_e4m3", "float32")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One reference kernel: module:function, its shape axes, version, and an args builder."""
+    name: str
+    target: str                     # "module:function" under trnsim.kernels
+    axes: Tuple[str, ...]
+    version: int
+    build: Callable[[Mapping[str, int], np.dtype], Tuple[tuple, dict]]
+    dtypes: Tuple[str, ...] = ("bfloat16", "float32")
+
+    def load(self):
+        """The jit kernel object (imports the NKI front end through the compat shims)."""
+        from .. import compat
+        compat.install()
+        mod, fn = self.target.split(":")
+        return getattr(importlib.import_module(f"trnsim.kernels.{mod}"), fn)
+
+
+def _bad(kernel: str, what: str, value, limit) -> ConfigError:
+    return ConfigError(f"reference kernel {kernel}: {what}", rule="reference-shape", limit=limit,
+                       value=value)
+
+
+def _tile(kernel: str, axis: str, n: int, tile: int) -> int:
+    """The tile used along a dim: ``tile`` if n is a multiple of it, n itself when n < tile."""
+    if n <= 0:
+        raise _bad(kernel, f"{axis} must be positive", n, "> 0")
+    if n < tile:
+        return n
+    if n % tile:
+        raise _bad(kernel, f"{axis}={n} is not a multiple of the {tile}-wide tile", n,
+                   f"a multiple of {tile}, or less than {tile}")
+    return tile
+
+
+def _block(n: int, tile: int, most: int) -> int:
+    b = max(1, min(most, n // tile))
+    while (n // tile) % b:
+        b -= 1
+    return b
+
+
+def _matmul(s, dt):
+    m, k, n = s["m"], s["k"], s["n"]
+    tm, tk, tn = _tile("matmul", "m", m, 128), _tile("matmul", "k", k, 128), _tile("matmul", "n", n, 512)
+    # a 2048 x 1024 output block (16 x 2 tiles, 64 KiB fp32 per partition in SBUF), K in blocks
+    # of 1024 rows: the block sizes of the public tutorial's fully blocked kernel
+    kw = dict(TM=tm, TK=tk, TN=tn, SM=_block(m, tm, 16), BN=_block(n, tn, 2), BK=_block(k, tk, 8))
+    return (np.zeros((k, m), dt), np.zeros((k, n), dt)), kw
+
+
+def _attention(s, dt):
+    q, kv, d, causal = s["q_len"], s["kv_len"], s["head_dim"], bool(s.get("causal", 0))
+    if d > 128:
+        raise _bad("attention", "head_dim over the 128 partitions", d, 128)
+    tq = _tile("attention", "q_len", q, 128)
+    tk = _tile("attention", "kv_len", kv, 512)
+    if tk > 128 and tk % 128:
+        raise _bad("attention", "kv_len under 512 must be a multiple of 128 or under 128", kv, 128)
+    # causal with q_len > kv_len (first queries see no key) only serves as an interpolation corner
+    kw = dict(causal=causal, TQ=tq, TK=tk, G=_block(q, tq, 4))
+    return (np.zeros((d, q), dt), np.zeros((d, kv), dt), np.zeros((kv, d), dt)), kw
+
+
+def _rows(kernel: str, n_in: int, extra=None):
+    def build(s, dt):
+        rows, cols = s["rows"], s["cols"]
+        tp = _tile(kernel, "rows", rows, 128)
+        args = tuple(np.zeros((rows, cols), dt) for _ in range(n_in))
+        kw = dict(TP=tp)
+        if extra is not None:
+            args, kw = extra(args, kw, rows, cols, dt)
+        return args, kw
+    return build
+
+
+def _stream(fc_kw):
+    def extra(args, kw, rows, cols, dt):
+        kw["FC"] = _tile("stream", "cols", cols, 2048)
+        kw.update(fc_kw)
+        return args, kw
+    return extra
+
+
+def _norm_params(n_params):
+    def extra(args, kw, rows, cols, dt):
+        return args + tuple(np.zeros((cols,), dt) for _ in range(n_params)), kw
+    return extra
+
+
+KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
+    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 2, _matmul, DTYPES),
+    KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
+               _attention),
+    KernelSpec("rmsnorm", "norms:rmsnorm_kernel", ("rows", "cols"), 1, _rows("rmsnorm", 1, _norm_params(1))),
+    KernelSpec("layernorm", "norms:layernorm_kernel", ("rows", "cols"), 1,
+               _rows("layernorm", 1, _norm_params(2))),
+    KernelSpec("softmax", "norms:softmax_kernel", ("rows", "cols"), 1, _rows("softmax", 1)),
+    KernelSpec("add", "elementwise:binary_kernel", ("rows", "cols"), 1, _rows("add", 2, _stream({"op": "add"}))),
+    KernelSpec("mul", "elementwise:binary_kernel", ("rows", "cols"), 1, _rows("mul", 2, _stream({"op": "mul"}))),
+    KernelSpec("silu", "elementwise:activation_kernel", ("rows", "cols"), 1,
+               _rows("silu", 1, _stream({"fn": "silu"}))),
+    KernelSpec("gelu", "elementwise:activation_kernel", ("rows", "cols"), 1,
+               _rows("gelu", 1, _stream({"fn": "gelu"}))),
+    KernelSpec("swiglu", "elementwise:swiglu_kernel", ("rows", "cols"), 1, _rows("swiglu", 2, _stream({}))),
+    KernelSpec("adamw", "elementwise:adamw_kernel", ("rows", "cols"), 1, _rows("adamw", 4, _stream({})),
+               ("float32",)),
+)}
+
+VERSIONS: Dict[str, int] = {k: s.version for k, s in KERNELS.items()}
+
+
+def spec(kernel: str) -> KernelSpec:
+    """The spec of a reference kernel, or a ConfigError naming the known ones."""
+    try:
+        return KERNELS[kernel]
+    except KeyError:
+        raise ConfigError(f"unknown reference kernel {kernel!r}", rule="reference-kernel",
+                          limit=sorted(KERNELS), value=kernel) from None

@@ -1,0 +1,14 @@
+"""Model-level estimates: zoo, op graphs, parallelism, memory fit, training and inference time."""
+from .captured import OpsEstimate, estimate_ops
+from .comm import AlphaBetaComm, CommModel
+from .config import ModelConfig, load_model, model_names
+from .estimate import list_models
+from .infer import estimate_inference
+from .ops import Op, OpCosts, OpTime, RooflineOpCosts
+from .params import count_params
+from .results import InferenceEstimate, ServingEstimate, TrainingEstimate
+from .train import estimate_training
+
+__all__ = ["AlphaBetaComm", "CommModel", "InferenceEstimate", "ModelConfig", "Op", "OpCosts", "OpTime",
+           "OpsEstimate", "RooflineOpCosts", "ServingEstimate", "TrainingEstimate", "count_params",
+           "estimate_inference", "estimate_ops", "estimate_training", "list_models", "load_model", "model_names"]

@@ -1,0 +1,218 @@
+"""Fit the efficiency factors (compute, memory, vector, comm) of one generation to the calibration rows, and
+compare every row's prediction with its published value.
+
+Only the rows in ``data/calibration_rows.csv`` are used. The fit minimises squared log errors with a
+finite-difference Gauss-Newton on log(1/efficiency), factors bounded (compute, memory and vector cannot
+beat the roofline; comm may beat the alpha-beta placeholder by up to ``COMM_MAX``).
+Run ``python -m trnsim.model.calibrate --write`` to refresh ``data/calibration.toml``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from .datafiles import DATA_DIR, load
+from .efficiency import CLASSES, KINDS
+
+COMM_MAX = 4.0          # choice: the placeholder's latencies are the docs' upper ends, so comm may be faster
+EFF_MIN = 0.02          # choice: below 2% of the roofline a factor would hide a modelling error, not a gap
+BAND_FLOOR = 0.10       # choice: two rows per kind cannot measure spread; never claim better than +-10%
+RIDGE = 1e-3            # pulls unidentified factors toward 1 (no gap) instead of letting them wander
+OVERHEAD_REF = 1.0      # seconds; the overhead is fitted in log space between the two bounds below
+OVERHEAD_MIN = 1e-7     # choice: bounds for the fixed cost of one collective call, 0.1 us ...
+OVERHEAD_MAX = 1e-3     # ... 1 ms
+OVERHEAD_START = 1e-5   # a start inside the range: at the lower bound the log-space gradient vanishes
+SIMULATED_MAX = 4.0     # choice: the compiler's code may beat our reference kernels, by at most 4x
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One calibration row: published figure, prediction, relative error, time per estimate."""
+    id: str
+    kind: str
+    metric: str
+    model: str
+    published: float
+    predicted: float
+    seconds: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the prediction (predicted / published - 1)."""
+        return self.predicted / self.published - 1.0
+
+
+def rows() -> Dict[str, dict]:
+    """The calibration rows as published (id -> csv row)."""
+    with open(os.path.join(DATA_DIR, "calibration_rows.csv"), newline="", encoding="utf-8") as f:
+        return {r["id"]: r for r in csv.DictReader(f)}
+
+
+def runs() -> Dict[str, dict]:
+    """How each row is run through the estimator (data/calibration_runs.toml)."""
+    return dict(load("calibration_runs"))
+
+
+def predict(row_id: str, efficiency: Optional[Mapping[str, float]] = None, costs=None) -> float:
+    """The estimator's value of a row's metric, in the row's units."""
+    from .infer import estimate_inference
+    from .train import estimate_training
+    run = runs()[row_id]
+    kw = dict(run["args"])
+    if run["kind"] == "train":
+        e = estimate_training(run["model"], run["instance"], costs=costs, efficiency=efficiency,
+                              check_memory=False, **kw)
+    else:
+        e = estimate_inference(run["model"], run["instance"], costs=costs, efficiency=efficiency,
+                               check_memory=False, **kw)
+    return float(getattr(e, run["metric"])) / float(run.get("scale", 1.0))
+
+
+def _time_like(row_id: str, value: float) -> float:
+    """Metrics that grow with speed (seq/s, MFU) become times so errors compare the same way."""
+    return 1.0 / value if runs()[row_id]["metric"] in ("seq_per_s", "mfu", "tokens_per_s") else value
+
+
+def fit(costs_factory: Optional[Callable[[], object]] = None, iterations: int = 25,
+        eff_max: Optional[float] = None) -> Dict[str, float]:
+    """Efficiency factors minimising the squared log error over every calibration row. Roofline costs
+    are a lower bound, so their factors stay <= 1; other costs (our simulated kernels may be slower than the
+    compiler's code) may go up to SIMULATED_MAX."""
+    ids = sorted(rows())
+    costs = costs_factory() if costs_factory else None
+    pub = np.array([_time_like(i, float(rows()[i]["value"])) for i in ids])
+    names = CLASSES + ("collective_overhead_s",)
+    # z = log(1 / efficiency) per class, then log(overhead / OVERHEAD_REF)
+    z = np.zeros(len(names))
+    top = eff_max if eff_max is not None else (1.0 if costs is None else SIMULATED_MAX)
+    lo = np.array([-math.log(COMM_MAX) if c == "comm" else -math.log(top) for c in CLASSES]
+                  + [math.log(OVERHEAD_MIN)])
+    hi = np.array([-math.log(EFF_MIN)] * len(CLASSES) + [math.log(OVERHEAD_MAX)])
+    z[-1] = math.log(OVERHEAD_START)
+
+    def decode(zv):
+        eff = {c: math.exp(-v) for c, v in zip(CLASSES, zv)}
+        eff["collective_overhead_s"] = math.exp(zv[-1]) * OVERHEAD_REF
+        return eff
+
+    def resid(zv):
+        eff = decode(zv)
+        pred = np.array([_time_like(i, predict(i, eff, costs)) for i in ids])
+        return np.log(pred) - np.log(pub)
+
+    r = resid(z)
+    damp = 1e-2
+    ridge = np.array([RIDGE] * len(CLASSES) + [0.0])
+    for _ in range(iterations):   # Levenberg-Marquardt on the log errors, bounds by clipping
+        J = np.empty((len(ids), len(names)))
+        for j in range(len(names)):
+            dz = np.zeros(len(names))
+            dz[j] = 1e-3
+            J[:, j] = (resid(z + dz) - r) / 1e-3
+        while damp < 1e6:
+            A = np.vstack([J, np.diag(np.sqrt(ridge + damp))])
+            b = np.concatenate([-r, -np.sqrt(ridge) * z * (np.arange(len(names)) < len(CLASSES))])
+            z_new = np.clip(z + np.linalg.lstsq(A, b, rcond=None)[0], lo, hi)
+            r_new = resid(z_new)
+            if np.sum(r_new ** 2) < np.sum(r ** 2) - 1e-12:
+                z, r, damp = z_new, r_new, damp / 3
+                break
+            damp *= 4
+        else:
+            break
+    return decode(z)
+
+
+def evaluate(efficiency: Optional[Mapping[str, float]] = None, costs=None) -> List[RowResult]:
+    """Every row: published vs predicted (with the given factors, or the recorded calibration)."""
+    out = []
+    for rid, row in sorted(rows().items()):
+        t0 = time.perf_counter()
+        p = predict(rid, efficiency, costs)
+        run = runs()[rid]
+        out.append(RowResult(id=rid, kind=run["kind"], metric=run["metric"], model=run["model"],
+                             published=float(row["value"]),
+                             predicted=p, seconds=time.perf_counter() - t0))
+    return out
+
+
+def bands(results: List[RowResult]) -> Dict[str, float]:
+    """Error band per estimate kind: the largest relative error of its rows, at least BAND_FLOOR."""
+    out = {}
+    for k in KINDS:
+        errs = [abs(_time_like(r.id, r.predicted) / _time_like(r.id, r.published) - 1.0)
+                for r in results if r.kind == k]
+        out[k] = max([BAND_FLOOR] + errs)
+    return out
+
+
+def write(factors: Mapping[str, float], results: List[RowResult], target: str = "trn1", how: str = "roofline",
+          comm: str = "AlphaBetaComm") -> str:
+    """Record the factors of [how.target] in data/calibration.toml, keeping the other sections."""
+    data = {k: v for k, v in load("calibration").items()}
+    b = bands(results)
+    entry = {"comm_model": comm}
+    entry.update({c: round(float(factors[c]), 4) for c in CLASSES})
+    entry["collective_overhead_s"] = float(f"{factors['collective_overhead_s']:.4g}")
+    entry.update({f"band_{k}": round(b[k], 3) for k in KINDS})
+    entry["rows"] = [r.id for r in results]
+    entry["results"] = [f"{r.id} {r.metric}: published {r.published:.4g}, predicted {r.predicted:.4g} "
+                        f"({r.error:+.1%})" for r in results]
+    data.setdefault(how, {})[target] = entry
+    lines = ["# Efficiency factors per op class and generation: the gap between trnsim's per-op costs and the",
+             "# Neuron compiler's code, fitted ONLY on the rows of calibration_rows.csv (ids in each section) by",
+             "# `python -m trnsim.model.calibrate --write` (roofline op costs) or `python bench/models.py --costs",
+             "# simulated --refit --write`. Bands: the largest relative error of each kind's rows, at least",
+             f"# {BAND_FLOOR:.0%} (two rows per kind cannot measure spread). Sections: [<op costs>.<generation>].",
+             "# uncalibrated_band_scale (choice): a generation without rows borrows trn1's factors, band x that.",
+             f"uncalibrated_band_scale = {data.get('uncalibrated_band_scale', 2.0)}", "", "[fallback]"]
+    lines += [f'{k} = "{v}"' for k, v in data.get("fallback", {"trn2": "trn1", "trn3": "trn1"}).items()]
+    for h, table in data.items():
+        if not isinstance(table, dict) or h == "fallback":
+            continue
+        for t, e in table.items():
+            lines += ["", f"[{h}.{t}]"]
+            for k, v in e.items():
+                lines.append(f"{k} = {_toml_value(v)}")
+    path = os.path.join(DATA_DIR, "calibration.toml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    load.cache_clear()
+    return path
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def main(argv=None) -> int:
+    """Fit, print the rows, and with --write record the factors."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="write data/calibration.toml")
+    args = ap.parse_args(argv)
+    factors = fit()
+    results = evaluate(factors)
+    print("factors:", {k: float(f"{v:.4g}") for k, v in factors.items()})
+    for r in results:
+        print(f"{r.id} {r.model:12s} {r.metric:10s} published {r.published:10.4g} predicted {r.predicted:10.4g} "
+              f"error {r.error:+.1%}")
+    if args.write:
+        print("wrote", write(factors, results))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""Memory per (logical) NeuronCore: weights, gradients, optimizer state, activations (with and without
+recompute), KV cache, runtime reserve; checked against the core's share of HBM.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Mapping, Optional
+
+from ..errors import ConfigError
+from .config import ModelConfig
+from .datafiles import figure
+from .params import attention_params, count_params, dense_mlp_params, embedding_params, head_params, norm_params
+from .parallel import Parallel
+
+GIB = float(1 << 30)
+RECOMPUTE = ("none", "selective", "full")
+
+
+class MemoryFitError(ConfigError):
+    """The model does not fit in the HBM of one NeuronCore with the chosen layout."""
+    rule = "memory-fit"
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per (logical) NeuronCore, by what they hold."""
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    activations_no_recompute: float
+    kv_cache: float
+    reserved: float
+    hbm_per_core: float
+
+    @property
+    def total(self) -> float:
+        """Bytes in use on the core."""
+        return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.reserved
+
+    @property
+    def fits(self) -> bool:
+        """Whether the total fits in the core's HBM."""
+        return self.total <= self.hbm_per_core
+
+    def to_dict(self) -> dict:
+        """Every part in GiB, plus the total."""
+        d = {k: v / GIB for k, v in self.__dict__.items()}
+        d = {f"{k}_gib": round(v, 4) for k, v in d.items()}
+        d["total_gib"] = round(self.total / GIB, 4)
+        return d
+
+
+def params_per_core(cfg: ModelConfig, par: Parallel, ep_in_tp: bool = False) -> float:
+    """Parameters one core holds: its stage's layers split over TP (experts over EP x TP, or over the TP
+    group itself for inference with ``ep_in_tp``), plus the embedding or LM head of the heaviest end stage
+    (vocab split over TP)."""
+    tp = par.tp
+    attn = attention_params(cfg) / tp
+    norms = norm_params(cfg)
+    dense = attn + norms + dense_mlp_params(cfg, cfg.intermediate) / tp
+    dense_n = (cfg.layers - cfg.moe_layers) / par.pp
+    p = dense_n * dense
+    if cfg.is_moe:
+        expert = dense_mlp_params(cfg, cfg.moe_intermediate)
+        etp = tp // par.ep if ep_in_tp else tp
+        moe = attn + norms + cfg.experts / par.ep * expert / etp + cfg.shared_experts * expert / tp \
+            + cfg.hidden * cfg.experts
+        p += cfg.moe_layers / par.pp * moe
+    emb, head = embedding_params(cfg) / tp, head_params(cfg) / tp
+    p += (emb + head) if par.pp == 1 else max(emb, head)
+    return p
+
+
+def expert_params_per_core(cfg: ModelConfig, par: Parallel) -> float:
+    """The routed-expert share of ``params_per_core`` (training: experts over EP x TP); their gradients and
+    optimizer states are replicated only over the dp / ep ranks that hold the same experts."""
+    if not cfg.is_moe:
+        return 0.0
+    return cfg.moe_layers / par.pp * cfg.experts / par.ep * dense_mlp_params(cfg, cfg.moe_intermediate) / par.tp
+
+
+def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
+                               act: float, moe: bool = False) -> float:
+    """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix)."""
+    fp32 = float(figure("estimator", "training.fp32_bytes"))
+    tp = par.tp
+    T = micro_batch * seq / par.cp
+    Tsp = T / tp if par.sp else T
+    h = cfg.hidden
+    if recompute == "full":
+        return Tsp * h * act                   # only the layer input is kept
+    heads = cfg.heads / tp
+    if cfg.is_mla:
+        qkv = T * heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) * 3 * act
+        attn_out = T * heads * cfg.v_head_dim * act
+    else:
+        kvh = max(1.0, cfg.n_kv / tp)
+        qkv = T * (heads + 2 * kvh) * cfg.hd * act
+        attn_out = T * heads * cfg.hd * act + T * heads * fp32   # O and the fp32 log-sum-exp
+    a = 4 * Tsp * h * act + qkv                      # two norm inputs, two matmul inputs, Q/K/V
+    if recompute != "selective":
+        a += attn_out                                # selective re-runs the attention core
+    mult = 3 if cfg.mlp == "swiglu" else 2
+    if moe:
+        a += T * cfg.top_k * (h + mult * cfg.moe_intermediate / tp) * act + T * cfg.experts * fp32
+        if cfg.shared_experts:
+            a += T * mult * cfg.shared_experts * cfg.moe_intermediate / tp * act
+    else:
+        a += T * mult * cfg.intermediate / tp * act
+    return a
+
+
+def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
+                    hbm_per_core: float, overrides: Optional[Mapping] = None) -> MemoryBreakdown:
+    """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights."""
+    if recompute not in RECOMPUTE:
+        raise ConfigError(f"unknown recompute option {recompute!r}", rule="recompute", limit=RECOMPUTE,
+                          value=recompute)
+    f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
+    p = params_per_core(cfg, par)
+    pe = expert_params_per_core(cfg, par)
+    # ZeRO-1 shards optimizer states over the ranks that hold the same parameters
+    sharded = (p - pe) / par.dp + pe / max(1, par.dp // par.ep) if par.zero else p
+    act = f("training.activation_bytes")
+    # 1F1B: the first stage holds pp micro-batches in flight (Narayanan et al. 2021, arXiv:2104.04473);
+    # interleaving with vp virtual stages multiplies that by 1 + (pp-1)/(pp*vp)
+    inflight = float(par.pp) if par.vp == 1 else par.pp * (1.0 + (par.pp - 1) / (par.pp * par.vp))
+    n_moe = cfg.moe_layers / par.pp
+    n_dense = cfg.layers / par.pp - n_moe
+
+    def stage(rc: str) -> float:
+        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False)
+                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True))
+    per_stage, per_stage_none = stage(recompute), stage("none")
+    one_layer = activation_bytes_per_layer(cfg, par, micro_batch, seq, "none", act, cfg.moe_layers > 0)
+    T = micro_batch * seq / par.cp
+    logits = T * cfg.vocab / par.tp * f("training.fp32_bytes")   # fp32 logits for the loss on the last stage
+    working = one_layer if recompute == "full" else 0.0   # one layer re-materialised at a time
+    return MemoryBreakdown(
+        weights=p * f("training.weight_bytes"),
+        gradients=p * f("training.grad_bytes"),
+        optimizer=sharded * (f("training.master_weight_bytes") + f("training.optimizer_state_bytes")),
+        activations=per_stage * inflight + logits + working,
+        activations_no_recompute=per_stage_none * inflight + logits,
+        kv_cache=0.0, reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
+
+
+def kv_cache_bytes(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, kv_bytes: float) -> float:
+    """KV cache of one core: its stage's layers, its KV heads (replicated when tp > kv heads)."""
+    layers = cfg.layers / par.pp
+    if cfg.is_mla:   # the compressed latent + the shared RoPE key, not split over TP
+        per_tok = cfg.kv_lora_rank + cfg.qk_rope_head_dim
+    else:
+        per_tok = 2 * max(1.0, cfg.n_kv / par.tp) * cfg.hd
+    if cfg.sliding_window:
+        ctx = min(ctx, cfg.sliding_window)
+    return layers * batch * ctx * per_tok * kv_bytes
+
+
+def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weight_bytes: float,
+                     hbm_per_core: float, prompt: int = 0, overrides: Optional[Mapping] = None) -> MemoryBreakdown:
+    """Per-core memory for serving: weights in the chosen format, KV cache, the prefill working set
+    (experts spread over the TP group when ep > 1)."""
+    f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
+    p = params_per_core(cfg, par, ep_in_tp=True)
+    act = f("inference.activation_bytes")
+    mult = 3 if cfg.mlp == "swiglu" else 2
+    # largest live activation of a layer: the residual stream plus Q/K/V, or the MLP's intermediate
+    width = max(cfg.hidden * 4, mult * (cfg.moe_intermediate if cfg.is_moe else cfg.intermediate) / par.tp)
+    working = batch * max(prompt, 1) * width * act + batch * cfg.vocab / par.tp * f("training.fp32_bytes")
+    return MemoryBreakdown(weights=p * weight_bytes, gradients=0.0, optimizer=0.0, activations=working,
+                           activations_no_recompute=working,
+                           kv_cache=kv_cache_bytes(cfg, par, batch, ctx, f("inference.kv_bytes")),
+                           reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
+
+
+def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str) -> MemoryFitError:
+    """The error for a layout that does not fit, with the numbers and what to try."""
+    need, have = mem.total / GIB, mem.hbm_per_core / GIB
+    hint = ("try " + " or ".join(suggestions)) if suggestions else \
+        "no layout tried fits: use more nodes, a larger instance or a smaller model"
+    return MemoryFitError(f"{what} needs {need:.1f} GiB per NeuronCore, has {have:.0f} GiB; {hint}",
+                          limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)

@@ -1,0 +1,161 @@
+"""Parallel layouts: degrees (TP, PP with virtual stages, DP, ZeRO-1, SP, CP, EP), their rules, and
+the mapping of groups onto ranks (TP innermost in the fastest domain, then CP, PP, DP outermost).
+
+Ranks are logical NeuronCores, as the Neuron libraries count them: 32 on a trn1.32xlarge, 64 on a
+trn2.48xlarge with LNC=2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import List, Optional
+
+from ..errors import ConfigError
+from ..hardware import load_catalog
+from ..hardware.schema import ChipSpec, CoreSpec, InstanceSpec
+from .config import ModelConfig
+
+
+class ParallelError(ConfigError):
+    """Parallel degrees that do not divide the model or the machine."""
+    rule = "parallel"
+
+
+@dataclass(frozen=True)
+class System:
+    """The machine an estimate runs on: ``nodes`` instances of one kind, at one LNC setting."""
+    instance: InstanceSpec
+    chip: ChipSpec
+    core: CoreSpec
+    nodes: int = 1
+    lnc: int = 1
+
+    @property
+    def cores_per_chip(self) -> int:
+        """Logical NeuronCores per chip."""
+        return self.chip.cores // self.lnc
+
+    @property
+    def cores_per_node(self) -> int:
+        """Logical NeuronCores per instance."""
+        return self.cores_per_chip * self.instance.chips
+
+    @property
+    def cores(self) -> int:
+        """Logical NeuronCores of the whole system."""
+        return self.cores_per_node * self.nodes
+
+    @property
+    def hbm_bytes_per_core(self) -> int:
+        """HBM bytes of one logical NeuronCore."""
+        return self.chip.hbm_bytes // self.chip.cores * self.lnc
+
+    @property
+    def target(self) -> str:
+        """trn1 / trn2 / trn3."""
+        return self.chip.target
+
+
+def make_system(instance: str, nodes: int = 1, lnc: Optional[int] = None,
+                hardware_file: Optional[str] = None) -> System:
+    """A System from an instance name; LNC defaults to 2 where the core supports it (Neuron's trn2 default)."""
+    cat = load_catalog(hardware_file)
+    inst = cat.instance(instance)
+    chip = cat.chips[inst.chip]
+    core = cat.cores[chip.core]
+    lnc = max(core.lnc) if lnc is None else int(lnc)
+    if lnc not in core.lnc:
+        raise ParallelError(f"LNC={lnc} is not available on {chip.name}", rule="lnc", limit=list(core.lnc),
+                            value=lnc)
+    if nodes < 1:
+        raise ParallelError("--nodes must be at least 1", rule="nodes", limit=">= 1", value=nodes)
+    return System(instance=inst, chip=chip, core=core, nodes=int(nodes), lnc=lnc)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Parallel degrees of one run. ``dp`` 0 means: whatever the cores left over allow."""
+    tp: int = 1
+    pp: int = 1
+    dp: int = 0
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1             # virtual pipeline stages per rank (interleaved 1F1B)
+    sp: bool = False        # sequence parallel (needs tp > 1)
+    zero: int = 0           # 0 or 1 (ZeRO-1: optimizer states sharded over DP)
+
+    @property
+    def model_parallel(self) -> int:
+        """Ranks of one model replica (tp x pp x cp)."""
+        return self.tp * self.pp * self.cp
+
+    def to_dict(self) -> dict:
+        """The degrees as a dict."""
+        return dict(self.__dict__)
+
+
+def _bad(msg: str, rule: str, limit, value, hint: Optional[str] = None):
+    raise ParallelError(msg, rule=rule, limit=limit, value=value, hint=hint)
+
+
+def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int] = None) -> Parallel:
+    """Fill in dp and check every divisibility rule against the model and the machine."""
+    for k in ("tp", "pp", "cp", "ep", "vp"):
+        if getattr(par, k) < 1:
+            _bad(f"--{k} must be at least 1", f"parallel-{k}", ">= 1", getattr(par, k))
+    if par.zero not in (0, 1):
+        _bad("--zero must be 0 or 1 (ZeRO-1)", "parallel-zero", (0, 1), par.zero)
+    total = system.cores if ranks is None else ranks
+    if total % par.model_parallel:
+        _bad(f"tp x pp x cp = {par.model_parallel} does not divide the {total} logical NeuronCores",
+             "parallel-cores", f"a divisor of {total}", par.model_parallel)
+    dp = par.dp or total // par.model_parallel
+    if par.model_parallel * dp != total:
+        _bad(f"tp x pp x cp x dp = {par.model_parallel * dp} but the system has {total} logical NeuronCores "
+             f"({system.nodes} x {system.instance.key}, LNC={system.lnc})", "parallel-cores", total,
+             par.model_parallel * dp, hint=f"use --dp {total // par.model_parallel} or change --nodes")
+    if cfg.heads % par.tp:
+        _bad(f"tp={par.tp} does not divide the {cfg.heads} attention heads of {cfg.name}", "parallel-tp-heads",
+             f"a divisor of {cfg.heads}", par.tp)
+    if not cfg.is_mla and cfg.n_kv % par.tp and par.tp % cfg.n_kv:
+        _bad(f"tp={par.tp} and the {cfg.n_kv} KV heads of {cfg.name} must divide one another",
+             "parallel-tp-kv-heads", f"a divisor or multiple of {cfg.n_kv}", par.tp)
+    if cfg.layers % (par.pp * par.vp):
+        _bad(f"pp x vp = {par.pp * par.vp} does not divide the {cfg.layers} layers of {cfg.name}",
+             "parallel-pp-layers", f"a divisor of {cfg.layers}", par.pp * par.vp)
+    if par.ep > 1:
+        if not cfg.is_moe:
+            _bad(f"expert parallelism needs an MoE model; {cfg.name} is dense", "parallel-ep", 1, par.ep)
+        if cfg.experts % par.ep:
+            _bad(f"ep={par.ep} does not divide the {cfg.experts} experts of {cfg.name}", "parallel-ep-experts",
+                 f"a divisor of {cfg.experts}", par.ep)
+        if dp % par.ep:
+            _bad(f"ep={par.ep} must divide dp={dp} (experts are spread over data-parallel ranks)",
+                 "parallel-ep-dp", f"a divisor of {dp}", par.ep)
+    if par.sp and par.tp == 1:
+        _bad("sequence parallel needs tp > 1", "parallel-sp", "tp > 1", par.tp)
+    return replace(par, dp=dp)
+
+
+def check_batch(par: Parallel, seq: int, global_batch: int, micro_batch: int) -> int:
+    """Number of micro-batches per step on one DP rank; checks batch and sequence divisibility."""
+    if micro_batch < 1 or global_batch < 1 or seq < 1:
+        _bad("seq, global batch and micro batch must be positive", "batch", ">= 1",
+             min(seq, global_batch, micro_batch))
+    if global_batch % (par.dp * micro_batch):
+        _bad(f"global batch {global_batch} is not a multiple of dp x micro batch = {par.dp * micro_batch}",
+             "batch-dp", f"a multiple of {par.dp * micro_batch}", global_batch)
+    if seq % par.cp:
+        _bad(f"cp={par.cp} does not divide the sequence length {seq}", "parallel-cp-seq",
+             f"a divisor of {seq}", par.cp)
+    if par.sp and seq % (par.tp * par.cp):
+        _bad(f"sequence parallel needs tp x cp = {par.tp * par.cp} to divide seq {seq}", "parallel-sp-seq",
+             f"a divisor of {seq}", par.tp * par.cp)
+    return global_batch // (par.dp * micro_batch)
+
+
+def group_ranks(par: Parallel, kind: str) -> List[int]:
+    """Ranks of the first group of ``kind`` (tp/cp/pp/dp/ep) in the TP-innermost, DP-outermost layout."""
+    stride = {"tp": 1, "cp": par.tp, "pp": par.tp * par.cp, "dp": par.tp * par.cp * par.pp,
+              "ep": par.tp * par.cp * par.pp}[kind]
+    size = {"tp": par.tp, "cp": par.cp, "pp": par.pp, "dp": par.dp, "ep": par.ep}[kind]
+    return [i * stride for i in range(size)]

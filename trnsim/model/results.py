@@ -1,0 +1,106 @@
+"""Frozen result records of the estimators, each with ``to_dict()`` for JSON."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+
+def _plain(v: Any) -> Any:
+    if dataclasses.is_dataclass(v):
+        return v.to_dict() if hasattr(v, "to_dict") else dataclasses.asdict(v)
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """One training step of a model on a system with a parallel layout."""
+    model: str
+    instance: str
+    nodes: int
+    lnc: int
+    cores: int
+    parallel: Mapping[str, Any]
+    precision: str
+    seq: int
+    global_batch: int
+    micro_batch: int
+    micro_batches: int
+    recompute: str
+    step_time_s: float
+    seq_per_s: float
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    model_flops_per_step: float
+    memory_per_core_gib: float
+    memory: Mapping[str, float]
+    breakdown: Mapping[str, float]          # seconds on the critical path of one step
+    comm: Mapping[str, Mapping[str, float]]  # per collective: bytes, seconds, exposed, overlapped
+    error_band: Mapping[str, float]         # relative, per figure
+    calibration_rows: Tuple[str, ...]
+    ops_by_how: Mapping[str, List[str]]
+    sim_seconds: float
+    notes: Tuple[str, ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    """Continuous batching of a request mix on one replica (a small discrete-event simulation)."""
+    rate_per_s: float
+    requests: int
+    max_batch: int
+    output_tokens_per_s: float
+    requests_per_s: float
+    latency_s_p50: float
+    latency_s_p90: float
+    latency_s_p99: float
+    ttft_ms_p50: float
+    ttft_ms_p90: float
+    ttft_ms_p99: float
+    mean_batch: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class InferenceEstimate:
+    """Prefill (TTFT) and decode (TPOT) of a batch, memory per core, and optionally a served request mix."""
+    model: str
+    instance: str
+    nodes: int
+    lnc: int
+    cores: int
+    parallel: Mapping[str, Any]
+    precision: str
+    batch: int
+    input_len: int
+    output_len: int
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    memory_per_core_gib: float
+    kv_cache_gib: float
+    memory: Mapping[str, float]
+    chips_needed: int
+    breakdown: Mapping[str, float]
+    error_band: Mapping[str, float]
+    calibration_rows: Tuple[str, ...]
+    ops_by_how: Mapping[str, List[str]]
+    sim_seconds: float
+    serving: Optional[ServingEstimate] = None
+    notes: Tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

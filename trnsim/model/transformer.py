@@ -1,0 +1,208 @@
+"""Transformer op graphs per (logical) NeuronCore: embedding, attention (MHA/GQA/MQA, MLA, RoPE, flash-style),
+SwiGLU/GELU MLP, MoE routing + experts, norms, LM head and loss; backward, recompute and the AdamW step.
+
+Shapes are already divided by the parallelism: TP splits heads and MLP width, SP splits the tokens of norms
+and elementwise ops, CP splits the sequence, EP spreads the experts.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List
+
+from .config import ModelConfig
+from .graph import GraphOp, OpGraph
+from .ops import Op
+
+ACT = "bfloat16"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one core holds: TP/SP/EP/CP degrees, layers of its stage, and number formats."""
+    tp: int = 1
+    sp: bool = False
+    ep: int = 1
+    ep_in_tp: bool = False       # inference: experts spread over the TP group, which shares its tokens
+    cp: int = 1
+    pp: int = 1
+    mm_dtype: str = "bfloat16"   # matmul Op dtype (precision)
+    weight_bytes: float = 2.0
+    act_bytes: float = 2.0
+
+
+def _mm(name: str, m: int, k: int, n: int, lay: Layout, batch: int = 1, weight: bool = True) -> Op:
+    """A matmul [m,k] x [k,n], ``batch`` times; HBM bytes count the weight once per repeat."""
+    a = lay.act_bytes
+    w = lay.weight_bytes if weight else a
+    return Op(kind="matmul", name=name, dtype=lay.mm_dtype, m=m, k=k, n=n, batch=batch,
+              flops=2.0 * m * k * n * batch, bytes=batch * (m * k * a + k * n * w + m * n * a))
+
+
+def _vec(kind: str, name: str, rows: int, cols: int, lay: Layout, passes: float = 3.0, flops_per: float = 1.0) -> Op:
+    """A Vector/Scalar-engine op over rows x cols elements (``passes`` tensors read or written)."""
+    return Op(kind=kind, name=name, dtype=ACT, rows=rows, cols=cols, flops=flops_per * rows * cols,
+              bytes=passes * rows * cols * lay.act_bytes)
+
+
+def _attn(name: str, b: int, q: int, kv: int, heads: int, kv_heads: int, hd: int, hd_v: int, causal: bool,
+          lay: Layout) -> Op:
+    """Flash-style attention: S = QK^T and O = PV never leave the core; causal halves the work (with context
+    parallelism too: the load-balanced split gives every rank half of its queries' keys on average)."""
+    frac = 0.5 if causal and q > 1 else 1.0
+    flops = 2.0 * b * heads * q * kv * (hd + hd_v) * frac
+    a = lay.act_bytes
+    byts = b * (q * heads * (hd + hd_v) * a + kv * kv_heads * (hd + hd_v) * a)
+    return Op(kind="attention", name=name, dtype=lay.mm_dtype if lay.mm_dtype != "mxfp4" else "mxfp8",
+              q_len=q, kv_len=kv, head_dim=hd, heads=heads * b, causal=causal and q > 1, batch=1,
+              flops=flops, bytes=byts)
+
+
+def layer_forward(cfg: ModelConfig, moe: bool, b: int, q: int, kv: int, lay: Layout, decode: bool = False) -> List[Op]:
+    """Forward ops of one transformer layer for ``b`` sequences of ``q`` query tokens over ``kv`` keys."""
+    h, tp = cfg.hidden, lay.tp
+    T = b * q
+    Tn = T // tp if lay.sp and T % tp == 0 else T          # rows of norms / residuals under SP
+    heads = cfg.heads // tp
+    # norm names carry the norm type: the simulated op costs pick the layernorm or rmsnorm kernel by name
+    ops: List[Op] = [_vec("norm", f"attn_{cfg.norm}", Tn, h, lay, passes=2, flops_per=5)]
+    if cfg.is_mla:
+        qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+        if cfg.q_lora_rank:
+            ops += [_mm("attn.q_a", T, h, cfg.q_lora_rank, lay), _mm("attn.q_b", T, cfg.q_lora_rank, heads * qk, lay)]
+        else:
+            ops.append(_mm("attn.q", T, h, heads * qk, lay))
+        ops.append(_mm("attn.kv_a", T, h, cfg.kv_lora_rank + cfg.qk_rope_head_dim, lay))
+        if decode:  # absorbed MLA: attend over the compressed latent, one shared "KV head"
+            lat = cfg.kv_lora_rank + cfg.qk_rope_head_dim
+            ops.append(_attn("attn.core", b, q, kv, heads, 1, lat, cfg.kv_lora_rank, False, lay))
+        else:
+            ops.append(_mm("attn.kv_b", T, cfg.kv_lora_rank, heads * (cfg.qk_nope_head_dim + cfg.v_head_dim), lay))
+            ops.append(_attn("attn.core", b, q, kv, heads, heads, qk, cfg.v_head_dim, cfg.causal, lay))
+        ops.append(_mm("attn.o", T, heads * cfg.v_head_dim, h, lay))
+    else:
+        kvh = max(1, cfg.n_kv // tp)
+        ops.append(_mm("attn.qkv", T, h, (heads + 2 * kvh) * cfg.hd, lay))
+        if cfg.position == "rope":
+            ops.append(_vec("elementwise", "attn.rope_mul", T, (heads + kvh) * cfg.hd, lay, passes=2, flops_per=3))
+        ctx = min(kv, cfg.sliding_window) if cfg.sliding_window else kv
+        ops.append(_attn("attn.core", b, q, ctx, heads, kvh, cfg.hd, cfg.hd, cfg.causal and not decode, lay))
+        ops.append(_mm("attn.o", T, heads * cfg.hd, h, lay))
+    ops.append(_vec("elementwise", "attn.residual", Tn, h, lay))
+    ops.append(_vec("norm", f"mlp_{cfg.norm}", Tn, h, lay, passes=2, flops_per=5))
+    if moe:
+        ops += _moe(cfg, T, lay)
+    else:
+        ops += _mlp(cfg, "mlp", T, cfg.intermediate // tp, lay)
+    ops.append(_vec("elementwise", "mlp.residual", Tn, h, lay))
+    return ops
+
+
+def _mlp(cfg: ModelConfig, name: str, T: int, inter: int, lay: Layout, batch: int = 1) -> List[Op]:
+    """A dense MLP of (already sharded) width ``inter`` over T tokens, ``batch`` times (experts)."""
+    h = cfg.hidden
+    if cfg.mlp == "swiglu":
+        return [_mm(f"{name}.gate_up", T, h, 2 * inter, lay, batch),
+                _vec("elementwise", f"{name}.swiglu", T * batch, inter, lay, passes=3, flops_per=4),
+                _mm(f"{name}.down", T, inter, h, lay, batch)]
+    return [_mm(f"{name}.up", T, h, inter, lay, batch),
+            _vec("elementwise", f"{name}.gelu", T * batch, inter, lay, passes=2, flops_per=8),
+            _mm(f"{name}.down", T, inter, h, lay, batch)]
+
+
+def _moe(cfg: ModelConfig, T: int, lay: Layout) -> List[Op]:
+    """Router, top-k, routed experts on this rank (balanced load), shared experts."""
+    ops = [_mm("moe.router", T, cfg.hidden, cfg.experts, lay),
+           _vec("softmax", "moe.topk", T, cfg.experts, lay, passes=2, flops_per=5)]
+    local = cfg.experts // lay.ep
+    if lay.ep_in_tp:   # the EP ranks hold the same tokens: each serves its experts' share of them
+        slots = math.ceil(T * cfg.top_k / lay.ep)
+        etp = lay.tp // lay.ep
+    else:              # EP over data-parallel ranks: each receives T x top_k slots (balanced routing)
+        slots = T * cfg.top_k
+        etp = lay.tp
+    active = max(1, min(local, slots))
+    m = max(1, math.ceil(slots / active))
+    ops += _mlp(cfg, "moe.experts", m, cfg.moe_intermediate // etp, lay, batch=active)
+    if cfg.shared_experts:
+        ops += _mlp(cfg, "moe.shared", T, cfg.shared_experts * cfg.moe_intermediate // lay.tp, lay)
+    return ops
+
+
+def embed_ops(cfg: ModelConfig, T: int, lay: Layout) -> List[Op]:
+    """Token embedding gather (vocab sharded over TP)."""
+    return [Op(kind="embedding", name="embed", dtype=ACT, rows=T, cols=cfg.hidden, flops=0.0,
+               bytes=2.0 * T * cfg.hidden * lay.act_bytes)]
+
+
+def head_ops(cfg: ModelConfig, T: int, lay: Layout, loss: bool) -> List[Op]:
+    """Final norm, LM head (vocab sharded over TP), and the softmax cross-entropy when training."""
+    v = max(1, cfg.vocab // lay.tp)
+    ops = [_vec("norm", f"final_{cfg.norm}", T, cfg.hidden, lay, passes=2, flops_per=5),
+           _mm("lm_head", T, cfg.hidden, v, lay)]
+    if loss:
+        ops.append(Op(kind="softmax", name="loss", dtype="float32", rows=T, cols=v, flops=5.0 * T * v,
+                      bytes=2.0 * T * v * 4))
+    return ops
+
+
+def backward_of(op: Op) -> List[GraphOp]:
+    """Backward of a forward op: a matmul's dgrad and wgrad, flash attention's 2.5x, 2x for vector ops."""
+    from .datafiles import figure
+    if op.kind == "matmul":
+        return [GraphOp(Op(kind="matmul", name=op.name + ".dgrad", dtype=op.dtype, m=op.m, k=op.n, n=op.k,
+                           batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward"),
+                GraphOp(Op(kind="matmul", name=op.name + ".wgrad", dtype=op.dtype, m=op.k, k=op.m, n=op.n,
+                           batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward")]
+    if op.kind == "attention":
+        return [GraphOp(op, float(figure("estimator", "training.flash_attention_backward_factor")), "backward")]
+    if op.kind == "embedding":
+        return [GraphOp(op, 1.0, "backward")]
+    return [GraphOp(op, 2.0, "backward")]
+
+
+def layer_counts(cfg: ModelConfig, pp: int) -> tuple:
+    """(dense layers, MoE layers) on one pipeline stage (fractional when they do not split evenly)."""
+    return (cfg.layers - cfg.moe_layers) / pp, cfg.moe_layers / pp
+
+
+def training_graph(cfg: ModelConfig, lay: Layout, micro_batch: int, seq: int, recompute: str) -> OpGraph:
+    """Ops of one micro-batch on the heaviest pipeline stage, plus the optimizer step (once per step)."""
+    q = seq // lay.cp
+    dense_n, moe_n = layer_counts(cfg, lay.pp)
+    out: List[GraphOp] = []
+    for moe, n in ((False, dense_n), (True, moe_n)):
+        if n <= 0:
+            continue
+        fwd = layer_forward(cfg, moe, micro_batch, q, seq, lay)
+        for op in fwd:
+            out.append(GraphOp(op, n, "forward"))
+            out += [GraphOp(g.op, g.count * n, g.phase) for g in backward_of(op)]
+            if recompute == "full" or (recompute == "selective" and op.kind == "attention"):
+                out.append(GraphOp(op, n, "recompute"))
+    T = micro_batch * q
+    for op in embed_ops(cfg, T, lay) + head_ops(cfg, T, lay, loss=True):
+        out.append(GraphOp(op, 1.0, "head"))
+        out += [GraphOp(g.op, g.count, "head") for g in backward_of(op)]
+    return OpGraph(tuple(out))
+
+
+def optimizer_graph(params_local: float, hbm_bytes_per_param: float) -> OpGraph:
+    """The AdamW step over the parameters this core updates (fp32 master weights)."""
+    cols = 4096
+    rows = max(1, math.ceil(params_local / cols))
+    op = Op(kind="optimizer", name="adamw", dtype="float32", rows=rows, cols=cols,
+            flops=12.0 * params_local, bytes=hbm_bytes_per_param * params_local)
+    return OpGraph((GraphOp(op, 1.0, "optimizer"),))
+
+
+def inference_graph(cfg: ModelConfig, lay: Layout, batch: int, q: int, kv: int, decode: bool) -> OpGraph:
+    """Ops of one prefill (q = prompt) or one decode step (q = 1) over all layers of a stage."""
+    dense_n, moe_n = layer_counts(cfg, lay.pp)
+    out: List[GraphOp] = []
+    for moe, n in ((False, dense_n), (True, moe_n)):
+        if n > 0:
+            out += [GraphOp(op, n, "forward") for op in layer_forward(cfg, moe, batch, q, kv, lay, decode)]
+    # only the last position of each sequence reaches the LM head
+    out += [GraphOp(op, 1.0, "head") for op in embed_ops(cfg, batch * q, lay) + head_ops(cfg, batch, lay, False)]
+    return OpGraph(tuple(out))
