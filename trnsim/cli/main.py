@@ -14,7 +14,7 @@ from typing import List, Optional
 from ..errors import TrnsimError
 
 # subcommand modules, in the order they appear in --help
-SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "hw_cmd", "collective_cmd", "estimate_cmd", "models_cmd")
+SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd")
 
 
 class _UsageError(Exception):
