@@ -5,6 +5,10 @@
    busbw is compared in GiB/s, the unit the guide prints.
 2. Wall time to simulate an all-reduce over 1,024 chips (64 x trn2.48xlarge; target < 1 s) and over
    1,048,576 chips (65,536 x trn2.48xlarge, hierarchically; target < 10 s).
+3. The fast path the model layer uses (FabricComm, closed forms per algorithm): time per call for a new
+   (op, group) and for a new size of a known group (target < 1 ms), and its gap to the flow simulator.
+4. Fabric (nominal link rate, as the model layer uses it; and with the runtime constants) against the
+   alpha-beta placeholder on the same collectives.
 
     python bench/collectives.py [--json]
     python bench/collectives.py --fit     # re-derive fabric.toml's [runtime.trn1] from the time rows
@@ -91,6 +95,63 @@ def speed():
     return out
 
 
+FAST_GROUPS = [  # (system, instances, lnc, ranks): shapes the model layer asks for (TP, DP, EP groups)
+    ("trn1.32xlarge", 1, 1, tuple(range(8))), ("trn1.32xlarge", 1, 1, tuple(range(32))),
+    ("trn1.32xlarge", 16, 1, tuple(range(0, 512, 32))), ("trn1.32xlarge", 16, 1, tuple(range(0, 512, 8))),
+    ("trn2.48xlarge", 1, 2, tuple(range(4))), ("trn2.48xlarge", 1, 2, tuple(range(16))),
+    ("trn2.48xlarge", 1, 2, tuple(range(64))), ("trn2.48xlarge", 4, 2, tuple(range(0, 256, 8))),
+    ("trn2-ultraserver", 1, 2, tuple(range(64))), ("trn3-gen1", 1, 2, tuple(range(256))),
+]
+FAST_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+FAST_SIZES = (4096, 2 ** 20, 64 * 2 ** 20, GiB)
+
+
+def fast_path():
+    """Per group: CPU ms of the first call of each op (closed forms built), CPU us of a new size afterwards
+    (CPU time, not wall: the bench machine is shared), and the largest relative gap to the flow simulator."""
+    from trnsim.fabric import FabricComm
+    FabricComm("trn1.32xlarge", runtime=False).time_s("all-reduce", 1.0, (0, 2))  # imports, routes of trn1
+    out = []
+    for system, inst, lnc, ranks in FAST_GROUPS:
+        fast = FabricComm(system, inst, lnc, runtime=False)
+        sim = FabricComm(system, inst, lnc, runtime=False, simulate=True)
+        first, again, gap, t_sim = [], [], 0.0, 0.0
+        for op in FAST_OPS:
+            for i, size in enumerate(FAST_SIZES):
+                t = time.process_time()
+                ft = fast.time_s(op, size, ranks)
+                (first if i == 0 else again).append(time.process_time() - t)
+                t = time.process_time()
+                st = sim.time_s(op, size, ranks)
+                t_sim += time.process_time() - t
+                gap = max(gap, abs(ft / st - 1))
+        out.append(dict(system=f"{inst} x {system}" if inst > 1 else system, lnc=lnc, ranks=len(ranks),
+                        group=f"{ranks[0]}..{ranks[-1]} step {ranks[1] - ranks[0]}",
+                        new_group_ms=1e3 * sum(first) / len(first), new_size_us=1e6 * sum(again) / len(again),
+                        sim_ms_per_call=1e3 * t_sim / (len(FAST_OPS) * len(FAST_SIZES)), max_gap=gap))
+    return out
+
+
+VERSUS = [("trn1.32xlarge", 1, 8, 2 * 2 ** 20), ("trn1.32xlarge", 1, 32, 64 * 2 ** 20),
+          ("trn2.48xlarge", 2, 32, GiB), ("trn2.48xlarge", 2, 64, GiB), ("trn2-ultraserver", 2, 256, GiB)]
+
+
+def versus_placeholder():
+    """All-reduce of the first n ranks: fabric nominal, fabric with runtime constants, alpha-beta placeholder."""
+    from trnsim.fabric import FabricComm
+    from trnsim.model.comm import AlphaBetaComm
+    from trnsim.model.parallel import make_system
+    out = []
+    for system, lnc, n, size in VERSUS:
+        ranks = tuple(range(n))
+        algo, nominal = FabricComm(system, lnc=lnc, runtime=False).choose("all-reduce", size, ranks)
+        out.append(dict(system=system, ranks=n, size_bytes=size, algorithm=algo, fabric_nominal_us=1e6 * nominal,
+                        fabric_runtime_us=1e6 * FabricComm(system, lnc=lnc).time_s("all-reduce", size, ranks),
+                        alpha_beta_us=1e6 * AlphaBetaComm(make_system(system, 1, lnc)).time_s("all-reduce", size,
+                                                                                               ranks)))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
@@ -105,8 +166,10 @@ def main(argv=None):
         return 0
     cal = predicted_vs_published()
     sp = speed()
+    fp = fast_path()
+    vs = versus_placeholder()
     if args.json:
-        print(json.dumps(dict(calibration=cal, speed=sp), indent=2))
+        print(json.dumps(dict(calibration=cal, speed=sp, fast_path=fp, versus_placeholder=vs), indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -129,6 +192,22 @@ def main(argv=None):
     for r in sp:
         if r["folded"]:
             con.print(f"{r['system']}: simulated hierarchically; {r['folded']}")
+    t = Table(title="Fast path (FabricComm, closed forms) per call, CPU time, mean over ops; gap to the flow "
+                    f"simulator over {len(FAST_OPS)} ops x {len(FAST_SIZES)} sizes", title_justify="left")
+    for c in ("system", "lnc", "ranks", "group", "new (op, group) ms", "new size us", "simulator ms/call",
+              "max gap"):
+        t.add_column(c)
+    for r in fp:
+        t.add_row(r["system"], str(r["lnc"]), str(r["ranks"]), r["group"], f"{r['new_group_ms']:.2f}",
+                  f"{r['new_size_us']:.0f}", f"{r['sim_ms_per_call']:.1f}", f"{100 * r['max_gap']:.1f}%")
+    con.print(t)
+    t = Table(title="All-reduce: fabric vs alpha-beta placeholder (us)", title_justify="left")
+    for c in ("system", "ranks", "size", "algorithm", "fabric nominal", "fabric + runtime", "alpha-beta"):
+        t.add_column(c)
+    for r in vs:
+        t.add_row(r["system"], str(r["ranks"]), f"{r['size_bytes']:.0f}", r["algorithm"],
+                  f"{r['fabric_nominal_us']:.1f}", f"{r['fabric_runtime_us']:.1f}", f"{r['alpha_beta_us']:.1f}")
+    con.print(t)
     return 0
 
 

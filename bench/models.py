@@ -5,7 +5,8 @@
     python bench/models.py --uncalibrated   # every factor 1: the raw roofline gap
     python bench/models.py --costs simulated --refit --write   # fit the simulated op costs' factors and record them
 
-Also times a few typical estimates (warm), the `< 0.5 s` target of issue 9.
+Also times a few typical estimates (warm), the `< 0.5 s` target of issue 9, and a planner-like sweep of
+training estimates per collectives model (fabric closed forms built cold for every new group).
 """
 import argparse
 import time
@@ -72,7 +73,7 @@ def main() -> None:
     out.print(tab)
     for r in res:
         out.print(f"  {r.id}: {runs()[r.id]['why']}")
-    tab = Table(title="Time per estimate (warm, roofline op costs, alpha-beta collectives)", title_justify="left")
+    tab = Table(title="Time per estimate (warm, roofline op costs, fabric collectives)", title_justify="left")
     tab.add_column("estimate")
     tab.add_column("ms")
     for label, fn in TYPICAL:
@@ -81,6 +82,38 @@ def main() -> None:
         fn()
         tab.add_row(label, f"{(time.perf_counter() - t) * 1e3:.1f}")
     out.print(tab)
+    tab = Table(title="Planner-like sweep: llama-3.1-8b on 1-8 x trn2.48xlarge, every tp x pp x zero "
+                      "(one process, caches of new groups cold)", title_justify="left")
+    for c in ("collectives", "estimates", "CPU s", "estimates / CPU s", "distinct (op, group)"):
+        tab.add_column(c)
+    for comm in ("fabric", "alpha-beta", "fabric-sim"):
+        n, secs, groups = sweep(comm)
+        tab.add_row(comm, str(n), f"{secs:.2f}", f"{n / secs:.0f}", str(groups))
+    out.print(tab)
+
+
+def sweep(comm: str):
+    """(estimates, CPU seconds, distinct (op, group) closed forms built) of a tp x pp x dp x zero sweep (CPU
+    time, not wall: the bench machine is shared)."""
+    from trnsim.fabric import closed_form, comm as fabric_comm
+    from trnsim.errors import TrnsimError
+    fabric_comm._pieces.cache_clear()   # every group new, as in a fresh planner worker
+    closed_form._STEP_MEMO.clear()
+    n, t = 0, time.process_time()
+    for nodes in (1, 2, 4, 8):
+        for tp in (1, 2, 4, 8, 16, 32, 64):
+            for pp in (1, 2, 4, 8):
+                if (64 * nodes) % (tp * pp):
+                    continue
+                for zero in (0, 1):
+                    try:
+                        estimate_training("llama-3.1-8b", "trn2.48xlarge", nodes=nodes, lnc=2, tp=tp, pp=pp,
+                                          dp=64 * nodes // (tp * pp), zero=zero, seq=4096, global_batch=1024,
+                                          check_memory=False, comm=comm)
+                        n += 1
+                    except TrnsimError:   # layouts the model rejects (batch, heads)
+                        pass
+    return n, time.process_time() - t, fabric_comm._pieces.cache_info().currsize
 
 
 if __name__ == "__main__":

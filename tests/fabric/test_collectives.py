@@ -14,7 +14,7 @@ def test_all_to_all_on_a_torus_is_bounded_by_bisection_bandwidth(size):
     rt = cfg.runtime("trn2")
     res = collective("trn2.48xlarge", "all-to-all", size)  # 64 ranks (LNC=2) on a 4x4 torus
     # cut the 4x4 torus between x = 1|2 and x = 3|0: 2 links per row x 4 rows cross each way
-    port = 1.024e12 / 4 / 2 * rt.bandwidth_efficiency
+    port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
     crossing = 32 * 32 * size / 64  # each of 32 ranks sends size/64 to each of the other half's 32
     bound = crossing / (8 * port)
     from trnsim.fabric.closed_form import torus_all_to_all_bound_s
@@ -33,7 +33,7 @@ def test_switch_beats_torus_for_all_to_all_on_64_chips():
     # the switch: each chip pushes 4 ranks x 252/256 of the buffer through its own port, non-blocking
     cfg = load_fabric_config()
     rt = cfg.runtime("trn3")
-    port = 2048 * GiB / 2 * rt.bandwidth_efficiency
+    port = 2048 * GiB * rt.bandwidth_efficiency  # the chip's switch port, per direction
     push = 4 * 256 * MiB * 252 / 256 / port
     lo = rt.launch_overhead_s + cfg.step_s + push
     hi = rt.launch_overhead_s + cfg.step_s + 2 * cfg.forward_hop_s + push
@@ -48,7 +48,7 @@ def test_send_recv_between_torus_neighbours():
     S = 64 * MiB
     comm = FabricComm("trn2.48xlarge")  # lnc=1: 8 cores per chip, core 8 is on chip 1 (x neighbour)
     t = comm.time_s("send-recv", S, [0, 8])
-    assert t == pytest.approx(rt.launch_overhead_s + cfg.step_s + S / (1.024e12 / 8 * rt.bandwidth_efficiency))
+    assert t == pytest.approx(rt.launch_overhead_s + cfg.step_s + S / (1.024e12 / 4 * rt.bandwidth_efficiency))  # one x port, one direction
     assert comm.time_s("all-reduce", S, [5]) == 0.0
     assert comm.n_ranks == 128
 
@@ -167,7 +167,7 @@ def test_hierarchical_on_two_trn2_instances_uses_both_torus_cycles_inside():
     S = 1 * GiB
     ranks = [4 * c for c in range(16)] + [64 + 4 * c for c in range(16)]  # one rank per chip, LNC=2
     r = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, instances=2, algorithm="hierarchical")
-    B = 1.024e12 / 4 / 2 * rt.bandwidth_efficiency  # one torus port, one direction
+    B = 1.024e12 / 4 * rt.bandwidth_efficiency  # one torus port, one direction
     E = 200e9 / 8 * rt.bandwidth_efficiency  # one chip's EFA share, one direction
     inside = 15 * (cfg.step_s + S / 16 / 4 / B)  # 15 ring steps of S/16 over 4 channels on 4 ports
     between = cfg.efa_step_s + S / 16 / 2 / E  # 2 instances: each rank sends half its S/16 to its peer

@@ -14,8 +14,8 @@ GiB = 2 ** 30
 
 def _inf2_ring_port_bw(cfg, eff):
     spec = load_catalog().instance("inf2.48xlarge")
-    # per chip figure over 2 ring ports, counted in both directions
-    return spec.chip_link_bandwidth_bytes_per_s / 2 / 2 * eff
+    # per chip figure = the sum of its 2 ring ports in one direction
+    return spec.chip_link_bandwidth_bytes_per_s / 2 * eff
 
 
 @pytest.mark.parametrize("size", [1024.0, 4 * 2 ** 20, 1 * GiB])
@@ -49,7 +49,7 @@ def test_ring_formula_with_overridden_runtime(fabric_file):
     N, S = 12, 256 * 2 ** 20
     res = collective("inf2.48xlarge", "all-reduce", S, ranks=[2 * c for c in range(N)], algorithm="ring",
                      hardware_file=hw)
-    B = 2 * (192 * GiB / 2 / 2)  # 96 GiB/s per ring link, half each way, two ring directions
+    B = 2 * (192 * GiB / 2)  # 96 GiB/s per ring link each way, two ring directions
     assert res.time_us * 1e-6 == pytest.approx(2 * (N - 1) * 2e-6 + 2 * (N - 1) / N * S / B, rel=1e-9)
 
 
@@ -145,7 +145,7 @@ def test_dual_ring_all_reduce_matches_the_hand_formula():
     N, S = 16, 1 * GiB
     ranks = [4 * c for c in range(N)]  # one rank per chip at LNC=2
     res = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, algorithm="dual-ring")
-    port = 1.024e12 / 4 / 2 * rt.bandwidth_efficiency
+    port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
     # four channels (two cycles x two directions), each on its own links: 4 ports' worth per chip
     want = rt.launch_overhead_s + 2 * (N - 1) * cfg.step_s + 2 * (N - 1) / N * S / (4 * port)
     assert res.time_us * 1e-6 == pytest.approx(want, rel=1e-9)

@@ -11,8 +11,18 @@ GiB = 2 ** 30
 def test_trn1_torus_port_capacity_is_a_quarter_of_the_chip_figure_each_way():
     t = build_topology("trn1.32xlarge")
     assert (t.dims, t.cores_per_chip, t.n_ranks) == ((4, 4), 2, 32)
-    # 384 GiB/s per chip, 4 ports, counted in both directions -> 48 GiB/s per port per direction
-    assert t.dim_bw == (48 * GiB, 48 * GiB)
+    # 384 GiB/s per chip = the sum of its 4 ports in one direction -> 96 GiB/s per port per direction
+    assert t.dim_bw == (96 * GiB, 96 * GiB)
+
+
+def test_reading_the_figure_as_both_directions_halves_every_port(fabric_file):
+    hw = fabric_file("""
+        [fabric.links]
+        figure_counts_both_directions = { value = true, source = "test" }
+    """)
+    t = build_topology("trn1.32xlarge", hardware_file=hw)
+    assert t.dim_bw == (48 * GiB, 48 * GiB)  # 384 GiB/s / 4 ports / 2 directions
+    assert build_topology("trn3-gen1", hardware_file=hw).switch_bw == 2048 * GiB / 2
 
 
 def test_trn1n_doubles_trn1():
@@ -22,15 +32,15 @@ def test_trn1n_doubles_trn1():
 def test_trn2_ultraserver_z_links_run_at_the_inter_instance_figure():
     t = build_topology("trn2-ultraserver")
     assert t.dims == (4, 4, 4) and t.n_chips == 64 and t.lnc == 2 and t.n_ranks == 256
-    assert t.dim_bw[:2] == (1.024e12 / 4 / 2,) * 2  # 1,024 GB/s over 4 x/y ports, both directions
-    assert t.dim_bw[2] == 256e9 / 2 / 2  # 256 GB/s over the 2 z ports
+    assert t.dim_bw[:2] == (1.024e12 / 4,) * 2  # 1,024 GB/s over 4 x/y ports, per direction
+    assert t.dim_bw[2] == 256e9 / 2  # 256 GB/s over the 2 z ports
 
 
 def test_trn3_switch_systems():
     g1, g2 = build_topology("trn3-gen1"), build_topology("trn3-gen2")
     assert (g1.dims, g2.dims) == ((16, 4), (4, 36))
     assert g1.n_chips == 64 and g2.n_chips == 144
-    assert g2.switch_bw == 2048 * GiB / 2
+    assert g2.switch_bw == 2048 * GiB  # the chip's one port into the switch, per direction
 
 
 def test_efa_per_chip_from_the_instance_figure():

@@ -1,4 +1,6 @@
-"""The alpha-beta collectives placeholder against hand formulas; precision and sparsity per generation;
+"""The alpha-beta collectives placeholder against hand formulas (link figures read as the fabric reads them:
+the per-chip NeuronLink figure is the sum of the chip's 4 torus ports in one direction, a ring uses one port
+each way round); precision and sparsity per generation;
 the roofline op costs."""
 import pytest
 
@@ -17,7 +19,7 @@ def test_alpha_beta_all_reduce_by_hand():
     comm = AlphaBetaComm(sys1)
     assert isinstance(comm, CommModel)
     inst = load_catalog().instance("trn1.32xlarge")
-    link = inst.chip_link_bandwidth_bytes_per_s
+    link = 2 * inst.chip_link_bandwidth_bytes_per_s / 4    # 2 of the chip's 4 ports, each one direction
     a_node = figure("comm", "latency.intra_node_s")
     S = 64 * 2**20                                   # large: ring steps
     ranks = [0, 2, 4, 6]                             # one core on each of 4 chips
@@ -94,7 +96,7 @@ def _trn3():
 def test_alpha_beta_all_to_all_by_hand():
     comm = AlphaBetaComm(make_system("trn1.32xlarge", nodes=2))
     inst = load_catalog().instance("trn1.32xlarge")
-    link = inst.chip_link_bandwidth_bytes_per_s
+    link = 2 * inst.chip_link_bandwidth_bytes_per_s / 4    # 2 of the chip's 4 ports, each one direction
     efa = inst.efa_bits_per_s_per_chip / 8
     S = 2**26
     a_node, a_efa = figure("comm", "latency.intra_node_s"), figure("comm", "latency.inter_node_s")

@@ -1,9 +1,21 @@
-"""``FabricComm``: the interface the model layer costs its collectives through."""
+"""``FabricComm``: the interface the model layer costs its collectives through.
+
+Default fast path: every algorithm that can run (op, ranks) is reduced once to time = A + B x size by its
+busiest links (``closed_form.algorithm_coefficients``), memoized per (op, ranks); a new size then costs a
+min over a handful of candidates.  ``simulate=True`` (and any rank set that is not a regular grid over the
+topology's axes) runs the flow-level simulator instead, memoized per (op, size, ranks)."""
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
 from typing import Dict, Optional, Sequence, Tuple
 
-from .collectives import canonical_op, collective
+from .algorithms import ALGORITHMS
+from .closed_form import algorithm_pieces, best_of
+from .collectives import best_schedule, canonical_op
+from .config import load_fabric_config
+from .schedule import RankSet
 from .topology import build_topology
 
 
@@ -11,15 +23,26 @@ class FabricComm:
     """Collective times on one system (``instances`` copies joined by EFA) at one LNC, memoized.
 
     Ranks are logical NeuronCore indices 0..N-1: core r lives on chip r // (cores_per_chip / lnc),
-    instances numbered consecutively."""
+    instances numbered consecutively.  ``runtime=False`` leaves out the runtime constants of fabric.toml
+    (launch overhead, bandwidth efficiency): links at their nominal rate, for callers that calibrate their
+    own (the model layer)."""
 
-    def __init__(self, system: str, instances: int = 1, lnc: int = 1, hardware_file: Optional[str] = None):
-        self.topology = build_topology(system, instances, lnc, hardware_file)  # validates now, not later
+    def __init__(self, system: str, instances: int = 1, lnc: Optional[int] = 1,
+                 hardware_file: Optional[str] = None, simulate: bool = False, runtime: bool = True):
+        # a hardware file named by the environment is part of the cache keys below
+        hardware_file = hardware_file or os.environ.get("TRNSIM_HARDWARE") or None
+        topo = _topology(system, instances, lnc, hardware_file)  # validates now, not later
+        self.cfg = load_fabric_config(hardware_file)
+        rt = self.cfg.runtime(topo.chip)
+        self.launch_s = rt.launch_overhead_s if runtime else 0.0
+        self.topology = topo if runtime else dataclasses.replace(topo, efficiency=1.0)
         self.system = system
         self.instances = instances
-        self.lnc = lnc
+        self.lnc = topo.lnc
         self.hardware_file = hardware_file
-        self._memo: Dict[Tuple[str, float, Tuple[int, ...]], float] = {}
+        self.simulate = simulate
+        self.runtime = runtime
+        self._memo: Dict[Tuple[str, float, Tuple[int, ...]], Tuple[str, float]] = {}
 
     @property
     def n_ranks(self) -> int:
@@ -28,14 +51,54 @@ class FabricComm:
 
     def time_s(self, op: str, size_bytes: float, ranks: Sequence[int]) -> float:
         """Seconds for ``op`` with buffer ``size_bytes`` (nccl-tests convention) over ``ranks``."""
-        key = (canonical_op(op), float(size_bytes), tuple(int(r) for r in ranks))
-        t = self._memo.get(key)
-        if t is None:
-            if len(key[2]) <= 1:
-                t = 0.0  # one rank: nothing to exchange
+        return self.choose(op, size_bytes, ranks)[1]
+
+    def choose(self, op: str, size_bytes: float, ranks: Sequence[int]) -> Tuple[str, float]:
+        """(algorithm, seconds) the runtime would pick for ``op`` of ``size_bytes`` over ``ranks``."""
+        op = canonical_op(op)
+        group = tuple(int(r) for r in ranks)
+        key = (op, float(size_bytes), group)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if len(group) <= 1 or size_bytes <= 0:
+            hit = ("none", 0.0)  # nothing to exchange
+        else:
+            coeffs = None if self.simulate else self._fast(op, group)
+            if coeffs:
+                name, t = best_of(coeffs, float(size_bytes))
             else:
-                res = collective(self.system, key[0], key[1], key[2], self.instances, None, self.lnc,
-                                 self.hardware_file)
-                t = res.time_us * 1e-6
-            self._memo[key] = t
-        return t
+                name, t = self._simulated(op, float(size_bytes), group)
+            hit = (name, t + self.launch_s)
+        self._memo[key] = hit
+        return hit
+
+    def _fast(self, op: str, group: Tuple[int, ...]) -> Optional[list]:
+        """Closed-form candidates of a regular-grid group, or None (irregular: simulate instead); shared by
+        every FabricComm of the process (the planner builds one per configuration)."""
+        return _pieces(self.topology, op, group, self.hardware_file)
+
+    def _simulated(self, op: str, size: float, group: Tuple[int, ...]) -> Tuple[str, float]:
+        """The flow simulator's fastest algorithm and its network seconds (no launch overhead)."""
+        rs = RankSet(self.topology, group)
+        best, _, skipped = best_schedule(self.topology, op, size, rs, self.cfg, tuple(ALGORITHMS))
+        if best is None:
+            from ..errors import ConfigError
+            raise ConfigError(f"no algorithm can run {op} over {rs.n} ranks of {self.topology.name}"
+                              f" ({'; '.join(r for _, r in skipped)})", rule="fabric-algorithm",
+                              limit=list(ALGORITHMS), value="auto")
+        return best[1].algorithm, best[0]
+
+
+@functools.lru_cache(maxsize=8192)
+def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str]) -> Optional[list]:
+    rs = RankSet(topo, group)
+    if not rs.is_grid:
+        return None
+    return algorithm_pieces(topo, op, rs, load_fabric_config(hardware_file), tuple(ALGORITHMS))
+
+
+@functools.lru_cache(maxsize=256)
+def _topology(system: str, instances: int, lnc: Optional[int], hardware_file: Optional[str]):
+    # the catalog is cached per file path, so is the topology built from it
+    return build_topology(system, instances, lnc, hardware_file)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import HardwareFileError
 from ..hardware import load_catalog
@@ -66,15 +66,23 @@ def _get(t: Mapping, path: str, kind):
     return kind(cur)
 
 
+_PARSED: Dict[int, Tuple[Mapping, FabricConfig]] = {}  # id(raw table) -> (the table, kept alive; its config)
+
+
 def load_fabric_config(hardware_file: Optional[str] = None) -> FabricConfig:
-    """The fabric figures of the built-in catalog, with ``hardware_file`` merged over them."""
+    """The fabric figures of the built-in catalog, with ``hardware_file`` merged over them (parsed once per
+    catalog: the catalog itself is cached per file path)."""
     raw = load_catalog(hardware_file).extra.get("fabric")
     if raw is None:  # a catalog that does not carry extra data files: read ours directly
         from ..hardware.loader import DATA_DIR, deep_merge, read_toml
         raw = read_toml(os.path.join(DATA_DIR, "fabric.toml"))
         if hardware_file:
             raw = deep_merge(raw, read_toml(hardware_file).get("fabric", {}))
-    return _from_raw(raw)
+        return _from_raw(raw)
+    hit = _PARSED.get(id(raw))
+    if hit is None or hit[0] is not raw:
+        hit = _PARSED[id(raw)] = (raw, _from_raw(raw))
+    return hit[1]
 
 
 def _from_raw(raw: Mapping) -> FabricConfig:

@@ -3,7 +3,7 @@ compare every row's prediction with its published value.
 
 Only the rows in ``data/calibration_rows.csv`` are used. The fit minimises squared log errors with a
 finite-difference Gauss-Newton on log(1/efficiency), factors bounded (compute, memory and vector cannot
-beat the roofline; comm may beat the alpha-beta placeholder by up to ``COMM_MAX``).
+beat the roofline; comm cannot beat the fabric at its nominal link rate, ``COMM_MAX``).
 Run ``python -m trnsim.model.calibrate --write`` to refresh ``data/calibration.toml``.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from .datafiles import DATA_DIR, load
 from .efficiency import CLASSES, KINDS
 
-COMM_MAX = 4.0          # choice: the placeholder's latencies are the docs' upper ends, so comm may be faster
+COMM_MAX = 1.0          # the fabric at nominal link rate with the best algorithm is a lower bound on comm time
 EFF_MIN = 0.02          # choice: below 2% of the roofline a factor would hide a modelling error, not a gap
 BAND_FLOOR = 0.10       # choice: two rows per kind cannot measure spread; never claim better than +-10%
 RIDGE = 1e-3            # pulls unidentified factors toward 1 (no gap) instead of letting them wander
@@ -154,7 +154,7 @@ def bands(results: List[RowResult]) -> Dict[str, float]:
 
 
 def write(factors: Mapping[str, float], results: List[RowResult], target: str = "trn1", how: str = "roofline",
-          comm: str = "AlphaBetaComm") -> str:
+          comm: str = "FabricComm") -> str:
     """Record the factors of [how.target] in data/calibration.toml, keeping the other sections."""
     data = {k: v for k, v in load("calibration").items()}
     b = bands(results)

@@ -45,7 +45,7 @@ def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Option
     t0 = time.perf_counter()
     # the context needs a model only for its name; the ops carry their own shapes
     placeholder = ModelConfig(name="captured", hidden=1, layers=1, heads=1, vocab=1, intermediate=1)
-    ctx = make_context(placeholder, instance, 1, lnc, "bf16", None, costs, "alpha-beta", hardware_file, efficiency)
+    ctx = make_context(placeholder, instance, 1, lnc, "bf16", None, costs, None, hardware_file, efficiency)
     items: List[GraphOp] = [GraphOp(op, 1.0, "forward") for op in ops]
     if training:
         for op in ops:

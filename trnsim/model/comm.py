@@ -1,8 +1,12 @@
-"""Collective timing for the estimator: the ``CommModel`` protocol and an alpha-beta placeholder.
+"""Collective timing for the estimator: the ``CommModel`` protocol, the fabric default and an alpha-beta
+placeholder.
 
-``trnsim.fabric.FabricComm`` (flow-level, topology-aware) satisfies the same protocol and replaces the
-placeholder when it is installed. Size convention as nccl-tests: the all-reduce buffer, the all-gather
-output, the reduce-scatter input, the all-to-all total per rank.
+The default is ``trnsim.fabric.FabricComm`` at the nominal link rate (closed forms per algorithm, the flow
+simulator for irregular groups or with ``fabric-sim``); the model's own calibration (comm factor and
+per-call overhead, data/calibration.toml) supplies the runtime constants.  The alpha-beta placeholder is
+kept for comparison and reads its link figures from the same fabric topology (one source of truth).
+Size convention as nccl-tests: the all-reduce buffer, the all-gather output, the reduce-scatter input,
+the all-to-all total per rank.
 """
 from __future__ import annotations
 
@@ -27,22 +31,27 @@ class AlphaBetaComm:
     """Hierarchical alpha-beta collectives: cores of a chip, chips of an instance (NeuronLink), instances (EFA).
 
     Each level runs a ring (or a one-step mesh below the runtime's mesh threshold) over the ranks it holds;
-    bandwidth per rank is the level's per-chip figure from the catalog shared by the group's ranks on a chip.
+    bandwidth per rank is what a ring at that level gets per chip in the fabric's topology (one port each
+    way round the ring on a torus or ring, the chip's port on a switch, its EFA share), shared by the
+    group's ranks on a chip.
     """
 
-    def __init__(self, system: System):
+    def __init__(self, system: System, hardware_file: Optional[str] = None):
+        from ..fabric import build_topology, load_fabric_config
         self.system = system
         inst, chip, lnc = system.instance, system.chip, system.lnc
         a_chip, a_link, a_efa = (figure("comm", "latency.on_chip_s"), figure("comm", "latency.intra_node_s"),
                                  figure("comm", "latency.inter_node_s"))
         self.mesh_below = figure("comm", "algorithm.mesh_below_bytes")
-        # per-chip bandwidth of each level; cores of one chip exchange through HBM via DMA
-        on_chip = chip.dma_bandwidth_bytes_per_s or chip.hbm_bandwidth_bytes_per_s
-        link = inst.chip_link_bandwidth_bytes_per_s or chip.chip_link_bandwidth_bytes_per_s or on_chip
-        # servers of an UltraServer meet over NeuronLink (Z links) or the second switch level
-        levels = inst.switch_level_bandwidth_bytes_per_s
-        between = inst.inter_node_link_bandwidth_bytes_per_s or (levels[1] if len(levels) > 1 else link)
-        efa = (inst.efa_bits_per_s_per_chip or 0.0) / 8.0 or between
+        topo = build_topology(inst.key, max(1, system.nodes), lnc, hardware_file)
+        ring = load_fabric_config(hardware_file).ring_channels
+        # cores of one chip exchange through HBM via DMA
+        on_chip = topo.intra_chip_bw
+        node_dims = topo.dim_bw[:len(topo.dim_bw) - (1 if inst.nodes > 1 else 0)]
+        link = topo.switch_bw or ring * min(node_dims or (on_chip / ring,))
+        # servers of an UltraServer meet over NeuronLink (the torus Z links) or the switch
+        between = ring * topo.dim_bw[-1] if inst.nodes > 1 and topo.dim_bw else link
+        efa = topo.efa_bw or between
         self.cores_per_chip = chip.cores // lnc
         # (chips per group at this level, per-chip bandwidth, latency per step), innermost first
         self.tiers = ((1, on_chip, a_chip), (inst.chips_per_node, link, a_link), (inst.chips, between, a_link),
@@ -106,20 +115,19 @@ class AlphaBetaComm:
         return sum(self.time_parts(op, size_bytes, ranks))
 
 
-COMM_MODELS = ("alpha-beta", "fabric")
+COMM_MODELS = ("fabric", "fabric-sim", "alpha-beta")
+DEFAULT_COMM = "fabric"   # the model the calibration in data/calibration.toml was fitted with
 
 
-def default_comm(system: System, hardware_file: Optional[str] = None, which: str = "alpha-beta") -> CommModel:
-    """The collectives model by name: the alpha-beta placeholder (default, the one the calibration was fit
-    with) or trnsim.fabric's flow-level FabricComm."""
+def default_comm(system: System, hardware_file: Optional[str] = None, which: str = DEFAULT_COMM) -> CommModel:
+    """The collectives model by name: the fabric's closed forms (default, the one the calibration was fitted
+    with), the fabric's flow simulator (``fabric-sim``, slower) or the alpha-beta placeholder.  Both fabric
+    models run links at their nominal rate: the calibration's comm factor and overhead come on top."""
     if which not in COMM_MODELS:
         raise ConfigError(f"unknown collectives model {which!r}", rule="comm-model", limit=COMM_MODELS,
                           value=which)
     if which == "alpha-beta":
-        return AlphaBetaComm(system)
-    try:
-        from ..fabric import FabricComm  # type: ignore
-    except ImportError:
-        raise ConfigError("the fabric collectives model is not installed", rule="comm-model",
-                          limit="alpha-beta", value=which) from None
-    return FabricComm(system.instance.key, instances=system.nodes, lnc=system.lnc, hardware_file=hardware_file)
+        return AlphaBetaComm(system, hardware_file)
+    from ..fabric import FabricComm
+    return FabricComm(system.instance.key, instances=system.nodes, lnc=system.lnc, hardware_file=hardware_file,
+                      simulate=which == "fabric-sim", runtime=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
-from .comm import AlphaBetaComm, CommModel, default_comm
+from .comm import DEFAULT_COMM, AlphaBetaComm, CommModel, default_comm
 from .config import ModelConfig, load_model
 from .costing import Costing
 from .efficiency import Calibration, calibration_for
@@ -51,7 +51,7 @@ def make_context(model: Union[str, ModelConfig], instance: str, nodes: int = 1, 
                  precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
                  comm: Union[None, str, CommModel] = None, hardware_file: Optional[str] = None,
                  efficiency: Optional[Mapping[str, float]] = None) -> Context:
-    """Resolve every input of an estimate; defaults: roofline op costs and the fabric (or placeholder) comm."""
+    """Resolve every input of an estimate; defaults: roofline op costs and the fabric's comm."""
     cfg = model if isinstance(model, ModelConfig) else load_model(model)
     system = make_system(instance, nodes, lnc, hardware_file)
     prec = resolve(precision, sparsity, system.core, system.chip)
@@ -63,7 +63,7 @@ def make_context(model: Union[str, ModelConfig], instance: str, nodes: int = 1, 
         how = getattr(costs, "calibration_key", "simulated")
     calib = calibration_for(system.target, how, efficiency)
     if comm is None or isinstance(comm, str):
-        comm = default_comm(system, hardware_file, comm or "alpha-beta")
+        comm = default_comm(system, hardware_file, comm or DEFAULT_COMM)
     name = type(comm).__name__
     if calib.comm_model and name != calib.comm_model:
         from dataclasses import replace as _replace
