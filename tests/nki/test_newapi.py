@@ -917,12 +917,15 @@ def test_shared_identity_matrix_buffers_and_nkiobject():
     np.testing.assert_array_equal(k(np.zeros(1, np.float32)), np.identity(8))
 
 
-def test_collectives_are_named_as_unsupported():
+def test_collectives_outside_a_kernel():
+    # collectives run in kernels now (tests/nki/test_collectives.py); all_to_all_v stays unsupported
     assert nki.collectives.rank_id() == 0
     g = nki.collectives.ReplicaGroup([[0, 1]])
     assert g.groups == [[0, 1]]
-    with pytest.raises(UnsupportedError, match="all_reduce") as ei:
+    with pytest.raises(KernelError, match="inside a running kernel"):
         nki.collectives.all_reduce([], [], g, nl.add)
+    with pytest.raises(UnsupportedError, match="all_to_all_v") as ei:
+        nki.collectives.all_to_all_v([], [], g, None)
     assert ei.value.rule == "unsupported-api"
 
 

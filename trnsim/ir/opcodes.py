@@ -17,6 +17,8 @@ instruction picks the rule family -- Tensor, Vector, Scalar, GpSimd, Sync, DMA):
   stream                   any other elementwise/streaming instruction (cycles per element)
   sync                     bookkeeping on the Sync engine (loops, registers, barriers)
   dma, dma_transpose       DMA queues; a transpose pays the DMA-transpose efficiency
+  collective               in-kernel collective between ranks (nki.collectives): its time comes from
+                           the link figures (timing/collectives.py), not from the DMA-queue rates
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ..errors import ConfigError, GenerationError, TrnsimError
 from .engines import ENGINES
 
 COST_CLASSES = ("matmul", "matmul_mx", "two_input", "copy", "copy_like", "stream", "sync", "dma",
-                "dma_transpose")
+                "dma_transpose", "collective")
 GENERATION_NAME = {2: "NeuronCore-v2 (trn1)", 3: "NeuronCore-v3 (trn2)", 4: "NeuronCore-v4 (trn3)"}
 
 
@@ -118,6 +120,18 @@ _TABLE = (
     _op("dma_transpose", "dma", "dma_transpose", 2, "src dst"),
     _op("dma_compute", "dma", "dma", 2, "srcs dst"),
     _op("sendrecv", "dma", "dma", 3, "src dst"),
+    # ---- in-kernel collectives (nki.collectives; issue 10) ------------------------------------
+    # Rank-to-rank traffic driven by the DMA rings; "relevant for Trn2, Trn3" on every API page
+    # (awsdocs nki.collectives.*), hence generation 3.
+    _op("all_reduce", "dma", "collective", 3, "srcs dsts"),
+    _op("all_gather", "dma", "collective", 3, "srcs dsts"),
+    _op("reduce_scatter", "dma", "collective", 3, "srcs dsts"),
+    _op("all_to_all", "dma", "collective", 3, "srcs dsts"),
+    _op("collective_permute", "dma", "collective", 3, "srcs dsts"),
+    _op("collective_permute_implicit", "dma", "collective", 3, "srcs_by_channel dsts_by_channel"),
+    _op("collective_permute_implicit_reduce", "dma", "collective", 3,
+        "srcs0_by_channel srcs1_by_channel dsts_by_channel"),
+    # ---- end of in-kernel collectives -----------------------------------------------------------
 )
 
 # Features gated below or beside an opcode: (key, lowest generation).  Keys: "<opcode>.<option>",

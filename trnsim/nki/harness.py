@@ -25,6 +25,7 @@ from .core.conventions import Conventions, conventions
 from .core.storage import Storage
 from .core.tensor import NkiTensor
 from ..ir.trace import Trace
+from .world import launch_shared
 
 _last = threading.local()
 ACTIVE_TRACES: List[Trace] = []  # traces being recorded now (progress display reads their length)
@@ -259,7 +260,7 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
             raise LaunchError(f"launch grid dims must be positive, got {grid}", rule="launch-grid",
                               limit="positive integers", value=grid, where=describe(user_loc()))
     kname = kernel_name or getattr(fn, "__name__", "kernel")
-    shared: dict = {}
+    shared: dict = launch_shared()  # a rank of run_ranks: its World and rank id (world.py)
     traces: List[Trace] = []
     ret = None
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 from ..hardware.schema import ChipSpec, CoreSpec
 from ..ir.dtypes import FP8 as _FP8, FP32 as _FP32, SIXTEEN_BIT_FLOATS as _16BIT, width as _width
@@ -53,9 +54,11 @@ class DmaCost:
 class CostModel:
     """Cost rules bound to one core generation (and its chip's HBM share)."""
 
-    def __init__(self, core: CoreSpec, chip: ChipSpec, lnc: int = 1):
+    def __init__(self, core: CoreSpec, chip: ChipSpec, lnc: int = 1,
+                 hardware_file: Optional[str] = None):
         self.core = core
         self.chip = chip
+        self.hardware_file = hardware_file  # in-kernel collectives read link figures from it
         t = core.timing
         self.t = t
         c = core.clocks
@@ -219,7 +222,11 @@ class CostModel:
         """Bytes, queues, rate (engines x per-engine rate x efficiency, capped by the HBM share)
         and fixed latency of one DMA instruction."""
         d = self.t.dma
-        transpose_class = _cost_class(ins) == "dma_transpose"
+        cls = _cost_class(ins)
+        if cls == "collective":  # rank-to-rank traffic: link figures, not DMA-queue rates
+            from .collectives import collective_cost
+            return collective_cost(self, ins)
+        transpose_class = cls == "dma_transpose"
         w = ins.writes[0] if ins.writes else None
         r = ins.reads[0] if ins.reads else None
         nbytes = 0

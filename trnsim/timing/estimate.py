@@ -149,7 +149,7 @@ def estimate(traces: Sequence[Trace], target: str, hardware_file: Optional[str] 
     """Time ``traces`` (one per logical core) on ``target``; the trace may come from any
     generation: re-timing it for another target is the point of the trace seam."""
     core, chip = _core_and_chip(target, hardware_file)
-    model = CostModel(core, chip, lnc=len(traces))
+    model = CostModel(core, chip, lnc=len(traces), hardware_file=hardware_file)
     cores = [CoreEstimate(i, tr, schedule(tr, model), core) for i, tr in enumerate(traces)]
     return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel)
 
