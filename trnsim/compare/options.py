@@ -1,0 +1,30 @@
+"""From command-line style options to ``compare()`` inputs: the workload, the price book, the power model.
+Plain functions, so notebooks and the CLI build a comparison the same way."""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+from ..cost import PriceBook, load_power_model, parse_price_args
+from ..cost.power import PowerModel
+from .workload import DAY_S, Workload
+
+
+def make_workload(model, task: str = "train", tokens: Optional[float] = None, seq: int = 4096,
+                  batch_tokens: float = 4 * 1024 * 1024, deadline_days: float = 30.0, max_instances: int = 1024,
+                  precision: str = "bf16", input_len: int = 2048, output_len: int = 512, rate: float = 10.0,
+                  slo_tpot_ms: Optional[float] = None, slo_ttft_ms: Optional[float] = None) -> Workload:
+    """A ``Workload`` from the CLI's units (days for the deadline)."""
+    return Workload(model=model, task=task, tokens=tokens, seq=int(seq), batch_tokens=float(batch_tokens),
+                    deadline_s=float(deadline_days) * DAY_S, max_instances=int(max_instances), precision=precision,
+                    input_len=int(input_len), output_len=int(output_len), rate=float(rate),
+                    slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms)
+
+
+def make_prices(kind: str = "on-demand", price_args: Sequence[str] = (), price_files: Iterable[str] = ()) -> PriceBook:
+    """Published prices of ``kind`` with ``--prices`` files, then ``--price SYSTEM=USD`` on top."""
+    return PriceBook.load(kind=kind, overrides=parse_price_args(price_args), override_files=list(price_files))
+
+
+def make_power(pue: Optional[float] = None, chip_watts: Optional[dict] = None) -> PowerModel:
+    """The power model with an optional PUE and chip-watts override."""
+    return load_power_model().with_overrides(pue=pue, chip_watts=chip_watts)

@@ -1,0 +1,49 @@
+"""Write a comparison (or evaluation) as HTML, Markdown or CSV files."""
+from __future__ import annotations
+
+import csv
+from typing import Dict, List, Optional
+
+from ..errors import ConfigError
+from .html import page
+from .tables import all_tables, csv_rows, markdown
+
+
+def _write(path: str, text: str) -> str:
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror}", rule="output-file", value=path) from None
+    return path
+
+
+def to_markdown(d: Dict, title: str = "trnsim compare", sections_before: Optional[List[str]] = None) -> str:
+    """The report's tables and summary as Markdown."""
+    out = [f"# {title}", "", d["summary"], ""] + list(sections_before or [])
+    out += [markdown(t, tab) for _, t, tab in all_tables(d)]
+    return "\n".join(out)
+
+
+def write_html(d: Dict, path: str, title: str = "trnsim compare", sections_before: Optional[List[str]] = None) -> str:
+    """Write the self-contained HTML report; returns the path."""
+    return _write(path, page(d, title, sections_before))
+
+
+def write_markdown(d: Dict, path: str, title: str = "trnsim compare",
+                   sections_before: Optional[List[str]] = None) -> str:
+    """Write the Markdown export; returns the path."""
+    return _write(path, to_markdown(d, title, sections_before))
+
+
+def write_csv(d: Dict, path: str) -> str:
+    """Write one CSV row per system with raw numbers; returns the path."""
+    cols, rows = csv_rows(d)
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            w.writerows(rows)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror}", rule="output-file", value=path) from None
+    return path
