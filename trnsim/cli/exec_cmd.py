@@ -24,6 +24,12 @@ def register(sub) -> None:
                    help="never-written SBUF/PSUM values reaching an output are errors")
     p.add_argument("--no-fake-dmi", action="store_true",
                    help="do not report the simulated instance type through the DMI product name")
+    p.add_argument("--instance", help="torch_xla scripts: estimate each step on this instance "
+                   "(e.g. trn1.32xlarge); `import torch_xla` runs on the CPU, recorded per mark_step")
+    p.add_argument("--report", metavar="RUN.html", help="with --instance: self-contained HTML report")
+    p.add_argument("--trace", metavar="RUN.json", help="with --instance: Perfetto timeline of one step")
+    p.add_argument("--json", action="store_true", help="report trnsim's own errors (a bad target or "
+                   "hardware file) as a JSON object on stdout; CMD's output is its own")
     p.add_argument("cmd", nargs="+", metavar="CMD", help="the command, after --")
     p.set_defaults(func=run)
 
@@ -40,6 +46,9 @@ def run(args) -> int:
         env["TRNSIM_HARDWARE"] = hw
     if args.strict:
         env["TRNSIM_STRICT"] = "1"
+    if getattr(args, "instance", None) or getattr(args, "report", None) or getattr(args, "trace", None):
+        from ..frontends.torch_xla.launch import xla_env
+        env.update(xla_env(args.instance, args.report, args.trace, hw))
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

@@ -115,7 +115,17 @@ def uninstall() -> None:
     _installed = False
 
 
+def install_torch_xla() -> None:
+    """Make ``torch_xla`` resolve to trnsim's CPU stand-in, recording graphs under ``--instance``."""
+    from trnsim.frontends import torch_xla as _tx
+    sys.modules.update(_tx.public_modules())
+    _tx.activate()
+
+
 def _replace_self(name: str) -> None:
+    if name.partition(".")[0] == "torch_xla":  # only under `trnsim exec`: a real torch_xla is shadowed there
+        install_torch_xla()
+        return
     install()
     mod = sys.modules.get(name)
     if mod is None:  # pragma: no cover
