@@ -64,7 +64,7 @@ def test_load_kernel_unknown_name_lists_the_kernels(kfile):
 def test_make_inputs_shapes_dtypes_literals(tmp_path):
     npz = tmp_path / "in.npz"
     np.savez(npz, c=np.full((2, 3), 7, dtype=np.int32), b=np.ones(4, dtype=np.float32))
-    got = api.make_inputs(["a=128x512:bf16", "b=4x4", "i=8x2:int32", "n=3", "s=hello",
+    got = api.make_inputs(["a=128x512:bf16", "b=4x4", "i=8x2:int32", "n=3", "s='hello'",
                            "t=(1, 2)"], seed=5, npz=str(npz))
     assert got["a"].shape == (128, 512) and got["a"].dtype == ml_dtypes.bfloat16
     # the same seed gives the same standard-normal draws as numpy's generator
@@ -82,7 +82,7 @@ def test_make_inputs_timing_only_gives_zeros():
 
 
 @pytest.mark.parametrize("spec,rule", [("noequals", "arg"), ("a=0x4", "arg-shape"),
-                                       ("a=4x4:nope", "dtype-unknown")])
+                                       ("a=4x4:nope", "arg-dtype"), ("s=hello", "arg-value")])
 def test_make_inputs_bad_specs(spec, rule):
     with pytest.raises(TrnsimError) as ei:
         api.make_inputs([spec])
@@ -97,8 +97,14 @@ def test_make_inputs_missing_npz():
 
 def test_bind_inputs_by_parameter_name(kfile):
     k = api.load_kernel(kfile, "add_one")
-    args, kwargs = api.bind_inputs(k, {"x": 1, "bias": 2.0, "y": 3})
-    assert args == [1, 3] and kwargs == {"bias": 2.0}
+    args, kwargs = api.bind_inputs(k, {"arr_0": 1, "bias": 2.0})  # unnamed npz arrays go positionally
+    assert args == [1] and kwargs == {"bias": 2.0}
+    with pytest.raises(TrnsimError) as ei:  # a name the kernel does not declare is refused by name
+        api.bind_inputs(k, {"x": 1, "bias": 2.0})
+    assert ei.value.rule == "kernel-args" and ei.value.value == "x" and ei.value.limit == ["a", "bias"]
+    with pytest.raises(TrnsimError) as ei:  # as is a missing one
+        api.bind_inputs(k, {"bias": 2.0})
+    assert ei.value.rule == "kernel-args" and "needs a" in ei.value.message
 
 
 def test_trace_records_the_instructions(kfile):

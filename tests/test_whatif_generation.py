@@ -197,7 +197,7 @@ def test_whatif_through_the_command_line(whatif, tmp_path, capsys):
     rc = main(["kernel", f"{src}::double", "--arg", "a=128x8192:float32", "--target", "trn4-proj",
                "--json"])  # without the file the name is unknown: a JSON error, exit 2
     err = json.loads(capsys.readouterr().out)
-    assert rc == 2 and err["rule"] == "target" and err["value"] == "trn4-proj"
+    assert rc == 2 and err["error"]["rule"] == "target" and err["error"]["value"] == "trn4-proj"
 
 
 def test_bad_whatif_files_are_named(hw_file_writer):

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import inspect
 import os
@@ -63,7 +62,28 @@ def load_kernel(path_or_spec: str, func: Optional[str] = None) -> Any:
         raise ConfigError(f"cannot import {path} as Python", rule="kernel-file", value=path)
     mod = importlib.util.module_from_spec(sp)
     sys.modules[modname] = mod
-    sp.loader.exec_module(mod)
+    try:
+        sp.loader.exec_module(mod)
+    except SyntaxError as e:
+        import traceback
+        from .errors import UserCodeError
+        sys.modules.pop(modname, None)
+        text = (e.text or "").rstrip("\n")
+        raise UserCodeError(f"syntax error in the kernel file: {e.msg}", rule="kernel-syntax",
+                            value=text.strip() or None,
+                            where=f"{e.filename or path}:{e.lineno}" + (f"\n    {text.strip()}" if text else ""),
+                            user_traceback="".join(traceback.format_exception_only(type(e), e))) from None
+    except Exception as e:
+        from .errors import TrnsimError
+        from .source import user_exception
+        sys.modules.pop(modname, None)
+        if isinstance(e, TrnsimError):
+            raise
+        err = user_exception(e, rule="kernel-import")
+        if err is None:
+            raise
+        err.message = f"importing {path} failed: {err.message}"
+        raise err from None
     if not hasattr(mod, func):
         names = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")]
         raise ConfigError(f"{path} has no kernel named {func!r}", rule="kernel-name",
@@ -89,67 +109,102 @@ def kernel_of(obj: Any, *, api: Optional[str] = None, grid: Optional[Sequence[in
 
 # ------------------------------------------------------------------------------- making inputs
 def parse_shape_dtype(spec: str) -> Tuple[Tuple[int, ...], np.dtype]:
-    """``"4096x8192:bf16"`` -> ``((4096, 8192), bfloat16)``; the dtype defaults to float32."""
-    from .nki.core import dtypes as dt
-    shape_s, dtype_s = spec.split(":", 1) if ":" in spec else (spec, "float32")
-    try:
-        shape = tuple(int(x) for x in shape_s.lower().replace("*", "x").split("x") if x)
-    except ValueError:
-        raise ConfigError(f"cannot read the shape in {spec!r}", rule="arg-shape",
-                          limit="e.g. 4096x8192:bf16", value=spec) from None
-    if not shape or any(s <= 0 for s in shape):
-        raise ConfigError(f"shape must be positive integers: {spec!r}", rule="arg-shape", value=spec)
-    return shape, dt.as_dtype(dtype_s)
+    """``"4096x8192:bf16"`` -> ``((4096, 8192), bfloat16)``; the dtype defaults to float32
+    (spellings: ``trnsim.validate.DTYPE_SPELLINGS``)."""
+    from .validate import parse_shape_dtype as parse
+    return parse(spec)
 
 
 def make_inputs(specs: Iterable[str] = (), seed: int = 0, numerics: bool = True,
-                npz: Optional[str] = None) -> Dict[str, Any]:
+                npz: Optional[str] = None, *, target: Optional[str] = None,
+                hardware: Optional[str] = None) -> Dict[str, Any]:
     """Kernel inputs by parameter name from ``NAME=SHAPE:DTYPE`` specs (random normal floats,
     integers in [0, 16); zeros when ``numerics`` is off) or ``NAME=VALUE`` Python literals,
-    then the arrays of an ``npz`` file (which win)."""
+    then the arrays of an ``npz`` file (which win).  Inputs over the simulated chip's HBM (or,
+    with numerics, this machine's memory) are a CapacityError before anything is allocated."""
     import ml_dtypes  # noqa: F401  (registers bf16/fp8 with numpy)
+    from .errors import CapacityError
+    from .hardware import load_catalog
+    from .validate import check_input_size, host_memory_bytes, load_npz, parse_arg
+    parsed: Dict[str, Any] = {}
+    for a in specs:
+        name, value = parse_arg(a)
+        if name in parsed:
+            raise ConfigError(f"argument {name} is given twice", rule="arg-duplicate", value=name,
+                              where=f"--arg {a}")
+        parsed[name] = (a, value)
+    opts = Options.from_env(**({"target": target} if target else {}),
+                            **({"hardware_file": hardware} if hardware else {}))
+    hbm = load_catalog(opts.hardware_file).chip_for(opts.target).hbm_bytes
+    host = host_memory_bytes() if numerics else None  # timing-only zeros are never touched
+    total = 0
+    for name, (a, value) in parsed.items():
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], np.dtype):
+            shape, d = value
+            total += check_input_size(name, shape, d, hbm_bytes=hbm, host_bytes=host, where=f"--arg {a}")
+    for lim, what in ((hbm, "HBM of the simulated chip"), (host, "memory of this machine")):
+        if lim is not None and total > lim:
+            raise CapacityError(f"the inputs together need {total:,} bytes, more than the {what}",
+                                rule="input-capacity", limit=f"{lim:,} bytes", value=f"{total:,} bytes",
+                                where=" ".join(f"--arg {a}" for a, _ in parsed.values()))
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError("the seed of the random inputs must be a non-negative integer", rule="option-value",
+                          limit=">= 0", value=seed, where=f"--seed {seed}")
     rng = np.random.default_rng(seed)
     out: Dict[str, Any] = {}
-    for a in specs:
-        if "=" not in a:
-            raise ConfigError(f"--arg takes NAME=SHAPE:DTYPE or NAME=VALUE, got {a!r}", rule="arg",
-                              value=a)
-        name, spec = a.split("=", 1)
-        looks_like_shape = all(c.isdigit() or c in "xX*" for c in spec.split(":")[0]) and \
-            ("x" in spec.lower() or ":" in spec)
-        if looks_like_shape:
-            shape, d = parse_shape_dtype(spec)
+    for name, (a, value) in parsed.items():
+        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], np.dtype)):
+            out[name] = value
+            continue
+        shape, d = value
+        try:
             if not numerics:
                 out[name] = np.zeros(shape, dtype=d)  # pages stay untouched: timing-only
-            elif d.kind in "iu":
-                out[name] = rng.integers(0, 16, size=shape).astype(d)
+            elif d.kind in "iu" or d.kind == "b":
+                out[name] = rng.integers(0, 2 if d.kind == "b" else 16, size=shape).astype(d)
             else:
                 out[name] = rng.standard_normal(shape, dtype=np.float32).astype(d)
-        else:
-            try:
-                out[name] = ast.literal_eval(spec)
-            except (ValueError, SyntaxError):
-                out[name] = spec
+        except MemoryError:
+            raise CapacityError(f"input {name} does not fit in this machine's free memory",
+                                rule="input-capacity", value=f"{shape} {d}", where=f"--arg {a}",
+                                hint="use --timing-only, which never fills the inputs") from None
     if npz:
-        if not os.path.exists(npz):
-            raise ConfigError(f"inputs file not found: {npz}", rule="inputs-file", value=npz)
-        with np.load(npz) as f:
-            for name in f.files:
-                out[name] = f[name]
+        out.update(load_npz(npz))
     return out
 
 
 def bind_inputs(kernel: Any, inputs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
-    """Split named inputs into ``(args, kwargs)``: names the kernel declares go by keyword, the
-    rest positionally in the order given."""
+    """Split named inputs into ``(args, kwargs)`` by the kernel's signature: declared names go by
+    keyword, unnamed npz arrays (``arr_0``...) positionally; unknown or missing names are ConfigErrors."""
+    import re
     fn = getattr(kernel_of(kernel), "fn", kernel)
-    params = set(inspect.signature(fn).parameters)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable: pass everything by keyword
+        return [], dict(inputs)
+    params = sig.parameters
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     args, kwargs = [], {}
     for name, v in inputs.items():
-        if name in params:
+        if name in params and params[name].kind is not params[name].VAR_POSITIONAL:
+            kwargs[name] = v
+        elif re.fullmatch(r"arr_\d+", name):
+            args.append(v)
+        elif var_kw:
             kwargs[name] = v
         else:
-            args.append(v)
+            raise ConfigError(f"kernel {getattr(fn, '__name__', '?')} has no parameter {name!r}",
+                              rule="kernel-args", limit=named, value=name, where=f"--arg {name}=...")
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        bound = set(named[:len(args)]) | set(kwargs)
+        missing = [n for n, p in params.items() if p.default is p.empty and n not in bound
+                   and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        msg = (f"kernel {getattr(fn, '__name__', '?')} needs {', '.join(missing)}" if missing else str(e))
+        raise ConfigError(msg, rule="kernel-args", limit=named,
+                          value=f"given: {', '.join(kwargs) or 'none'}", where="--arg", hint="give each one with --arg NAME=SHAPE:DTYPE or --inputs FILE.npz") from None
     return args, kwargs
 
 

@@ -27,7 +27,9 @@ class TrnsimError(Exception):
     def __str__(self) -> str:
         parts = [f"[{self.rule}] {self.message}"]
         facts = []
-        if self.limit is not None:
+        # a limit equal to the value seen reads as a contradiction ("limit: 1, got: 1"): the
+        # message then states the fact alone
+        if self.limit is not None and str(self.limit) != str(self.value):
             facts.append(f"limit: {self.limit}")
         if self.value is not None:
             facts.append(f"got: {self.value}")
@@ -38,6 +40,14 @@ class TrnsimError(Exception):
         if self.hint:
             parts.append(f"\n  hint: {self.hint}")
         return "".join(parts)
+
+    def as_dict(self) -> dict:
+        """The JSON shape of an error: rule, message, where, plus limit, value and hint when set."""
+        d = {"rule": self.rule, "message": self.message, "where": self.where}
+        for k in ("limit", "value", "hint"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
 
     def __reduce__(self):  # keep the fields when pickled across processes
         return (_rebuild, (type(self), self.message, self.rule, self.limit, self.value,
@@ -122,6 +132,23 @@ class TileSizeFieldError(KernelError, AttributeError):
     """``nl.tile_size`` has no such field in the API generation in use (still an AttributeError,
     so ``hasattr`` / ``getattr(..., default)`` keep working)."""
     rule = "tile-size-field"
+
+
+class UserCodeError(TrnsimError):
+    """The user's own code raised (a kernel's assert, a syntax error in a kernel file); carries the
+    traceback of the user's frames only in ``user_traceback``."""
+    rule = "user-code"
+
+    def __init__(self, message: str, *, user_traceback: str = "", **kw):
+        super().__init__(message, **kw)
+        self.user_traceback = user_traceback
+
+    def __reduce__(self):
+        return (_rebuild_user, (self.message, self.rule, self.where, self.user_traceback))
+
+
+def _rebuild_user(message, rule, where, tb):
+    return UserCodeError(message, rule=rule, where=where, user_traceback=tb)
 
 
 class HardwareFileError(TrnsimError):

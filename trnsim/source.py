@@ -5,6 +5,7 @@ the kernel's own file and line, never a frame inside trnsim.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import types
@@ -34,7 +35,10 @@ def is_internal(code: types.CodeType) -> bool:
     fn = code.co_filename
     r = _internal_cache.get(fn)
     if r is None:
-        r = fn.startswith(_PKG_DIR) and "_shims" not in fn
+        # trnsim's own files, and the launchers above the user's code (runpy, the `trnsim` entry
+        # script), which must never be blamed for an error either
+        r = (fn.startswith(_PKG_DIR) and "_shims" not in fn) or fn.startswith("<frozen") \
+            or os.path.basename(fn) == "trnsim"
         _internal_cache[fn] = r
     return r
 
@@ -95,3 +99,47 @@ def strip_internal_frames(tb: Optional[types.TracebackType]) -> Optional[types.T
     for frame, lasti, lineno in reversed(frames):
         new = types.TracebackType(new, frame, lasti, lineno)
     return new
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple:
+    """Folders of the standard library and of installed packages."""
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                  if paths.get(k)})
+
+
+def _is_library(filename: str) -> bool:
+    """The standard library or an installed package (numpy, ml_dtypes...): never the user's own code."""
+    if filename.startswith("<") or not (os.path.isabs(filename) or os.path.exists(filename)):
+        return True  # a compiled extension's frame ("numpy/random/_generator.pyx"), no file of the user's
+    return os.path.realpath(filename).startswith(_library_roots())
+
+
+def user_exception(exc: BaseException, rule: str = "kernel-exception"):
+    """A ``UserCodeError`` for an exception raised in (or through) the user's own code, with the
+    user's frames only; None when no user frame took part (a fault of trnsim itself)."""
+    import traceback
+    from .errors import UserCodeError
+    tb = exc.__traceback__
+    frames, last_own = [], None  # user frames; the innermost frame of user or trnsim code
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if is_internal(code):
+            last_own = "trnsim"
+        elif not _is_library(code.co_filename):
+            frames.append(tb)
+            last_own = "user"
+        tb = tb.tb_next
+    # raised in trnsim (or in a library trnsim called): trnsim's fault, whoever called it
+    if not frames or last_own != "user":
+        return None
+    last = frames[-1]
+    loc = SourceLoc(last.tb_frame.f_code.co_filename, last.tb_lineno, last.tb_frame.f_code.co_name)
+    summary = traceback.StackSummary.extract(
+        ((t.tb_frame, t.tb_lineno) for t in frames), capture_locals=False)
+    text = "Traceback (your code only):\n" + "".join(summary.format()) + \
+        "".join(traceback.format_exception_only(type(exc), exc))
+    return UserCodeError(f"{type(exc).__name__}: {exc}", rule=rule, where=describe(loc),
+                         user_traceback=text)

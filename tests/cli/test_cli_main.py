@@ -26,8 +26,9 @@ def test_user_error_with_json_is_a_json_object_on_stdout(capsys):
     rc, out, err = _out(capsys, ["hw", "show", "no-such-chip", "--json"])
     assert rc == 2
     body = json.loads(out)
-    assert body["rule"] == "hw-name" and body["value"] == "no-such-chip"
-    assert "no-such-chip" in body["error"] and "trn2" in body["error"]
+    e = body["error"]
+    assert e["rule"] == "hw-name" and e["value"] == "no-such-chip" and "where" in e
+    assert "no-such-chip" in e["message"] and "trn2" in e["message"]
     assert err == ""
 
 
@@ -39,7 +40,7 @@ def test_user_error_without_json_is_one_message_on_stderr(capsys):
 
 def test_usage_error_with_json(capsys):
     rc, out, _ = _out(capsys, ["hw", "show", "--json"])  # NAME missing
-    assert rc == 2 and "NAME" in json.loads(out)["error"]
+    assert rc == 2 and "NAME" in json.loads(out)["error"]["message"]
     rc, out, _ = _out(capsys, ["kernel", "--json"])       # FILE::FUNC missing
     assert rc == 2 and "error" in json.loads(out)
 
@@ -60,12 +61,12 @@ def test_demo_json_checks_against_numpy(capsys):
 
 def test_demo_bad_size_json(capsys):
     rc, out, _ = _out(capsys, ["demo", "--size", "12", "--json"])
-    assert rc == 2 and json.loads(out)["rule"] == "demo-size"
+    assert rc == 2 and json.loads(out)["error"]["rule"] == "demo-size"
 
 
 def test_kernel_missing_file_json(capsys, tmp_path):
     rc, out, _ = _out(capsys, ["kernel", f"{tmp_path}/nope.py::f", "--json"])
-    assert rc == 2 and json.loads(out)["rule"] == "kernel-file"
+    assert rc == 2 and json.loads(out)["error"]["rule"] == "kernel-file"
 
 
 def test_kernel_text_output(capsys, tmp_path):

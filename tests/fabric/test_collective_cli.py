@@ -52,11 +52,11 @@ def test_table_and_html(capsys, tmp_path):
 def test_errors_as_json_and_text(capsys):
     rc, out = _run(capsys, ["collective", "all-reduce", "--system", "trn2-ultrasrvr", "--json"])
     d = json.loads(out)
-    assert rc == 2 and d["rule"] == "fabric-system" and "trn2-ultraserver" in d["hint"]
+    assert rc == 2 and d["error"]["rule"] == "fabric-system" and "trn2-ultraserver" in d["error"]["hint"]
     rc, out = _run(capsys, ["collective", "all-reduce", "--size", "1ZB", "--json"])
-    assert rc == 2 and json.loads(out)["rule"] == "fabric-size"
+    assert rc == 2 and json.loads(out)["error"]["rule"] == "fabric-size"
     rc, out = _run(capsys, ["collective", "all-reduce", "--system", "trn1.32xlarge", "--ranks", "33", "--json"])
-    assert rc == 2 and json.loads(out)["value"] == 33
+    assert rc == 2 and json.loads(out)["error"]["value"] == 33
     rc = main(["collective", "all-to-all", "--system", "trn1.32xlarge", "--algorithm", "ring"])
     err = capsys.readouterr().err
     assert rc == 2 and "fabric-algorithm" in err

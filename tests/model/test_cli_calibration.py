@@ -46,9 +46,9 @@ def test_estimate_infer_json_keys(capsys):
 
 def test_estimate_errors_are_json(capsys):
     rc, d = _json(capsys, ["estimate", "infer", "--model", "llama3-70b", "--json"])
-    assert rc != 0 and "error" in d and "llama-3-70b" in d["hint"]
+    assert rc != 0 and "error" in d and "llama-3-70b" in d["error"]["hint"]
     rc, d = _json(capsys, ["estimate", "train", "--model", "llama-2-7b", "--tp", "3", "--json"])
-    assert rc != 0 and d["rule"] == "parallel-cores"
+    assert rc != 0 and d["error"]["rule"] == "parallel-cores"
 
 
 def test_estimate_table_prints_band(capsys):
@@ -98,7 +98,7 @@ def test_estimate_from_a_config_json(tmp_path, capsys):
 def test_precision_a_generation_lacks_is_rejected(capsys):
     rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-2-7b", "--instance", "trn1.32xlarge",
                            "--tp", "8", "--precision", "mxfp4", "--json"])
-    assert rc != 0 and d["rule"] == "precision" and d["value"] == "mxfp4"
+    assert rc != 0 and d["error"]["rule"] == "precision" and d["error"]["value"] == "mxfp4"
     rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-3.1-405b", "--instance", "trn3-gen2-ultraserver",
                            "--tp", "64", "--precision", "mxfp4", "--sparsity", "4:16", "--json"])
     assert rc == 0 and any("NKI API" in n for n in d["notes"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ..validate import SHAPE_HELP
 from .output import Spinner
 
 
@@ -14,7 +15,7 @@ def register(sub) -> None:
                        "latency, per-engine busy shares, HFU, HBM traffic and the bottleneck.")
     p.add_argument("target_spec", metavar="FILE::FUNC", help="kernel file and function name")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=SHAPE:DTYPE",
-                   help="random input, e.g. a=4096x8192:bf16 (or NAME=VALUE for a Python literal)")
+                   help=SHAPE_HELP.replace("%", "%%"))
     p.add_argument("--inputs", metavar="FILE.npz", help="real inputs by parameter name")
     p.add_argument("--target", default=None, help="trn1 | trn2 | trn3, or a target of the --hardware "
                    "file (default: $TRNSIM_TARGET or trn2)")
@@ -41,17 +42,47 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    """Run, time and profile FILE::FUNC as the command line asks; print the summary."""
-    from .. import api
+def check_args(args):
+    """Everything the command line names, checked before the kernel runs: options, launch
+    (grid, LNC against the target), output paths.  Returns (Options, grid)."""
+    from ..errors import LaunchError
+    from ..hardware import load_catalog
     from ..options import Options
+    from ..validate import check_output_path, parse_grid, positive_int
     opts = Options.from_env(**({"target": args.target} if args.target else {}),
                             **({"hardware_file": args.hardware} if args.hardware else {}),
                             **({"fast_forward": args.fast_forward} if args.fast_forward else {}),
                             timing_only=bool(args.timing_only))
-    grid = tuple(int(x) for x in args.grid.split(",")) if args.grid else None
+    grid = parse_grid(args.grid) if args.grid is not None else None
+    if args.lnc is not None:
+        lnc = positive_int(args.lnc, "--lnc")
+        core = load_catalog(opts.hardware_file).core_for(opts.target)
+        if lnc not in core.lnc:
+            raise LaunchError(f"LNC={lnc} is not available on {core.name} ({opts.target})",
+                              rule="lnc-generation", limit=list(core.lnc), value=lnc,
+                              where=f"--lnc {args.lnc}" + (f" --target {args.target}" if args.target else ""))
+    if args.seed < 0:
+        from ..errors import ConfigError
+        raise ConfigError("--seed must be 0 or positive", rule="option-value", limit=">= 0", value=args.seed,
+                          where=f"--seed {args.seed}")
+    if args.trace_limit is not None and args.trace_limit < 0:
+        from ..errors import ConfigError
+        raise ConfigError("--trace-limit must be 0 (all) or positive", rule="option-value", limit=">= 0",
+                          value=args.trace_limit, where=f"--trace-limit {args.trace_limit}")
+    for path, opt, folder in ((args.trace, "--trace", False), (args.html, "--html", False),
+                              (args.parquet, "--parquet", True)):
+        if path:
+            check_output_path(path, opt, directory=folder)
+    return opts, grid
+
+
+def run(args) -> int:
+    """Run, time and profile FILE::FUNC as the command line asks; print the summary."""
+    from .. import api
+    opts, grid = check_args(args)
     k = api.kernel_of(api.load_kernel(args.target_spec), api=args.api, grid=grid, lnc=args.lnc)
-    inputs = api.make_inputs(args.arg, args.seed, not args.timing_only, npz=args.inputs)
+    inputs = api.make_inputs(args.arg, args.seed, not args.timing_only, npz=args.inputs,
+                             target=opts.target, hardware=opts.hardware_file)
     pos, kw = api.bind_inputs(k, inputs)
     t0 = time.perf_counter()
     with Spinner(not args.json):

@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``; ``main`` dispatches and
 turns any TrnsimError into a one-paragraph message with exit status 2 (never a traceback); with
-``--json`` the error is a JSON object with an ``error`` key on stdout instead.
+``--json`` the error is ``{"error": {"rule", "message", "where", ...}}`` on stdout instead.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import List, Optional
 from ..errors import TrnsimError
 
 # subcommand modules, in the order they appear in --help
-SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd")
+SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd", "plan_cmd",
+               "compare_cmd", "evaluate_cmd")
 
 
 class _UsageError(Exception):
@@ -49,16 +50,54 @@ def _version() -> str:
     return f"trnsim {__version__}"
 
 
-def _error_json(message: str, err: Optional[TrnsimError] = None) -> None:
-    from .output import print_json
-    body = {"error": message}
-    if err is not None:
-        body.update(rule=err.rule, limit=err.limit, value=err.value, where=err.where, hint=err.hint)
-    print_json(body)
+def _report(err: TrnsimError, want_json: bool, code: int = 2, argv: Optional[List[str]] = None) -> int:
+    """Print one error: ``{"error": {"rule", "message", "where", ...}}`` on stdout under --json,
+    a one-paragraph message on stderr otherwise (the user's own traceback first, when there is one).
+    An error that names no place is placed on the command line that caused it."""
+    if not err.where and argv is not None:
+        err.where = "trnsim " + " ".join(argv)
+    tb = getattr(err, "user_traceback", "")
+    if want_json:
+        from .output import print_json
+        body = err.as_dict()
+        if tb:
+            body["traceback"] = tb
+        print_json({"error": body})
+        return code
+    from rich.markup import escape
+
+    from .output import error_console
+    con = error_console()
+    if tb:
+        con.print(escape(tb.rstrip()), markup=True, highlight=False)
+    con.print(f"[bold red]error:[/] {escape(str(err))}", markup=True, highlight=False)
+    return code
+
+
+def _internal(e: BaseException) -> TrnsimError:
+    """A fault of trnsim itself (no user frame took part): named as such, with where it happened."""
+    import traceback
+    last = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
+    where = f"{last[0].filename}:{last[0].lineno} in {last[0].name}" if last else None
+    return TrnsimError(f"internal error: {type(e).__name__}: {e}", rule="internal", where=where,
+                       hint="this is a bug in trnsim, not in your input: please report it with the "
+                       "command line (TRNSIM_DEBUG=1 shows the full traceback)")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings as one line on stderr, naming the user's line the warning's text carries."""
+    from rich.markup import escape
+
+    from .output import error_console
+    error_console().print(f"[bold yellow]warning:[/] {escape(str(message))}", markup=True,
+                          highlight=False)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run the ``trnsim`` command line; returns the exit status (2 for a user error)."""
+    """Run the ``trnsim`` command line; returns the exit status (2 for a user error, 3 for a
+    fault of trnsim itself); under --json every error is a JSON object on stdout."""
+    import os
+    import warnings
     argv = sys.argv[1:] if argv is None else list(argv)
     want_json = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
     parser = build_parser()
@@ -66,26 +105,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as e:
-        _error_json(str(e))
-        return 2
+        return _report(TrnsimError(str(e), rule="usage", where="trnsim " + " ".join(argv)), True)
     finally:
         _Parser.json_errors = False
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    want_json = bool(getattr(args, "json", False)) or want_json
     try:
-        rc = args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            rc = args.func(args)
     except TrnsimError as e:
-        if getattr(args, "json", False):
-            _error_json(e.message, e)
-            return 2
-        from rich.markup import escape
-
-        from .output import error_console
-        error_console().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False)
-        return 2
+        return _report(e, want_json, argv=argv)
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence: never a raw traceback
+        from ..source import user_exception
+        err = user_exception(e)
+        if err is not None:
+            return _report(err, want_json, argv=argv)
+        if os.environ.get("TRNSIM_DEBUG"):
+            raise
+        return _report(_internal(e), want_json, 3, argv)
     return int(rc or 0)
 
 

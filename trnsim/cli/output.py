@@ -2,22 +2,41 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 
+# width when the output is not a terminal (a file, a pipe, CI logs) and $COLUMNS is unset: wide
+# enough that no table cell or quoted source line is ever split; tables still shrink to their text
+PIPE_WIDTH = 100_000
+
+
+def _width(stream) -> Optional[int]:
+    """The real terminal width (rich finds it: None), $COLUMNS, or no wrapping when piped."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None  # rich reads $COLUMNS itself
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty else PIPE_WIDTH
+
+
 def console() -> Console:
-    """A rich console on stdout (no automatic highlighting of numbers)."""
-    return Console(highlight=False)
+    """A rich console on stdout (no automatic highlighting of numbers; unwrapped when piped)."""
+    w = _width(sys.stdout)
+    return Console(highlight=False, width=w, soft_wrap=w is not None)
 
 
 def error_console() -> Console:
-    """A rich console on stderr, for errors and progress."""
-    return Console(stderr=True, highlight=False)
+    """A rich console on stderr, for errors and progress (unwrapped when piped)."""
+    w = _width(sys.stderr)
+    return Console(stderr=True, highlight=False, width=w, soft_wrap=w is not None)
 
 
 def print_json(obj: Any) -> None:

@@ -19,23 +19,47 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def demo_size(text: str, opts) -> tuple:
+    """``MxKxN`` for the demo kernel: positive multiples of the target's stationary / partition /
+    moving tile sizes (the kernel tiles by exactly these), within the chip's HBM."""
+    from ..errors import ConfigError
+    from ..hardware import load_catalog
+    from ..validate import check_input_size
+    import ml_dtypes
+    where = f"--size {text}"
+    parts = str(text).lower().split("x")
+    try:
+        M, K, N = (int(x) for x in parts)
+    except ValueError:
+        raise ConfigError("--size takes MxKxN, e.g. 512x1024x1024", rule="demo-size", value=text,
+                          limit="MxKxN", where=where) from None
+    cat = load_catalog(opts.hardware_file)
+    ts = cat.core_for(opts.target).tile_size
+    for name, v, tile, field in (("M", M, ts.gemm_stationary_fmax, "gemm_stationary_fmax"),
+                                 ("K", K, ts.pmax, "pmax"), ("N", N, ts.gemm_moving_fmax, "gemm_moving_fmax")):
+        if v <= 0 or v % tile:
+            raise ConfigError(f"{name} = {v} is not a positive multiple of the {opts.target} tile "
+                              f"size {tile} (tile_size.{field}) that the demo kernel tiles by",
+                              rule="demo-size", limit=f"a multiple of {tile}", value=v, where=where)
+    hbm = cat.chip_for(opts.target).hbm_bytes
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    check_input_size("lhsT", (K, M), bf16, hbm_bytes=hbm, host_bytes=None, where=where)
+    check_input_size("rhs", (K, N), bf16, hbm_bytes=hbm, host_bytes=None, where=where)
+    return M, K, N
+
+
 def run(args) -> int:
     """Run the tiled matmul example, compare it with numpy, print the figures; 1 if it is off."""
     from ..compat import install
-    from ..errors import ConfigError
     from ..options import Options
     install()
     from ..examples.matmul import matmul_tiled
-    try:
-        M, K, N = (int(x) for x in args.size.lower().split("x"))
-    except ValueError:
-        raise ConfigError("--size takes MxKxN, e.g. 512x1024x1024", rule="demo-size",
-                          value=args.size) from None
+    opts = Options.from_env(**({"target": args.target} if args.target else {}),
+                            **({"hardware_file": args.hardware} if args.hardware else {}))
+    M, K, N = demo_size(args.size, opts)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((K, M), dtype=np.float32).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((K, N), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    opts = Options.from_env(**({"target": args.target} if args.target else {}),
-                            **({"hardware_file": args.hardware} if args.hardware else {}))
     from .output import Spinner
     t0 = time.perf_counter()
     with Spinner(not args.json):

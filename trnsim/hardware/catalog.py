@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, HardwareFileError
-from .loader import build, load_merged, resolve_bases, unwrap
+from .loader import build, load_merged, read_toml, resolve_bases, unwrap
+from .rules import check_core, check_descriptive, follow_links
 from .schema import TOPOLOGIES, ChipSpec, CoreSpec, InstanceSpec
 
 BUILTIN_FILES = ("cores.toml", "chips.toml", "instances.toml", "numerics.toml", "sources.toml")
@@ -80,11 +81,16 @@ class Catalog:
         return " ".join(words)
 
 
-def _build_all(raw: dict, origin: dict) -> Catalog:
+def _build_all(raw: dict, origin: dict, user: Optional[dict] = None, builtin: Optional[dict] = None,
+               user_file: str = "") -> Catalog:
     sources: Dict[str, str] = {}
     tags = raw.get("sources", {}).get("tags", {})
-    cores_raw = unwrap(resolve_bases(raw.get("cores", {}), origin.get("cores", "cores")), "", sources,
-                       origin.get("cores", "cores"))
+    user, builtin = user or {}, builtin or {}
+    resolved = resolve_bases(raw.get("cores", {}), origin.get("cores", "cores"))
+    if user.get("cores"):
+        before = resolve_bases(builtin.get("cores", {}), "cores")
+        follow_links(resolved, before, user["cores"], user_file)
+    cores_raw = unwrap(resolved, "", sources, origin.get("cores", "cores"))
     cores = {}
     for key, table in cores_raw.items():
         if not isinstance(table, Mapping):
@@ -92,6 +98,7 @@ def _build_all(raw: dict, origin: dict) -> Catalog:
                                     rule="hardware-file-type", value=type(table).__name__)
         core_sources = {k: v for k, v in sources.items() if k.startswith(key + ".")}
         cores[key] = build(CoreSpec, table, key, origin["cores"], key=key, sources=core_sources)
+        check_core(cores[key], origin["cores"])
     chip_sources: Dict[str, str] = {}
     chips_raw = unwrap(resolve_bases(raw.get("chips", {}), origin.get("chips", "chips")), "",
                        chip_sources, origin.get("chips", "chips"))
@@ -108,6 +115,13 @@ def _build_all(raw: dict, origin: dict) -> Catalog:
     numerics = unwrap(raw.get("numerics", {}), "", num_sources, origin.get("numerics", "numerics"))
     _check_numerics(numerics, origin.get("numerics", "numerics"))
     instances = _build_instances(raw.get("instances", {}), origin.get("instances", "instances"), chips)
+    # after the type checks, so a malformed figure is reported as such first
+    for section in ("cores", "chips", "instances"):
+        if user.get(section):
+            base = builtin.get(section, {})
+            check_descriptive(section, raw.get(section, {}),
+                              base if section == "instances" else resolve_bases(base, section),
+                              user[section], user_file)
     extra = {k: v for k, v in raw.items()
              if k not in ("cores", "chips", "instances", "numerics", "sources")}
     return Catalog(cores=cores, chips=chips, numerics=numerics, source_tags=dict(tags), extra=extra,
@@ -232,8 +246,14 @@ def _check_numerics(n: Mapping, file: str) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(user_file: Optional[str]) -> Catalog:
-    raw, origin = load_merged(BUILTIN_FILES + _extra_builtin_files(), user_file)
-    return _build_all(raw, origin)
+    names = BUILTIN_FILES + _extra_builtin_files()
+    raw, origin = load_merged(names, user_file)
+    if not user_file:
+        return _build_all(raw, origin)
+    # the user's own entries, and the built-in ones they change, decide which figures follow
+    # which and which overrides are refused (hardware/rules.py)
+    builtin, _ = load_merged(names, None)
+    return _build_all(raw, origin, read_toml(user_file), builtin, user_file)
 
 
 def _extra_builtin_files() -> tuple:

@@ -10,6 +10,7 @@ so it can change one figure or add a whole new core, chip or instance.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Dict, Mapping, Tuple, get_args, get_origin, get_type_hints
@@ -20,6 +21,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as _toml  # type: ignore
 
 from ..errors import HardwareFileError
+from .rules import check_range
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
@@ -34,9 +36,12 @@ def read_toml(path: str) -> dict:
     except FileNotFoundError:
         raise HardwareFileError(f"hardware file not found: {path}", rule="hardware-file",
                                 value=path) from None
-    except _toml.TOMLDecodeError as e:
+    except (_toml.TOMLDecodeError, UnicodeDecodeError) as e:
         raise HardwareFileError(f"hardware file {path} is not valid TOML: {e}",
                                 rule="hardware-file-syntax", value=path) from None
+    except OSError as e:  # a folder, no permission
+        raise HardwareFileError(f"hardware file {path} cannot be read: {e.strerror}", rule="hardware-file",
+                                value=path) from None
 
 
 def deep_merge(base: dict, over: Mapping) -> dict:
@@ -95,6 +100,9 @@ def _check_type(value: Any, tp: Any, path: str, file: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise HardwareFileError(f"{file}: {path} must be a number", rule="hardware-file-type",
                                     limit="number", value=repr(value))
+        if not math.isfinite(value):
+            raise HardwareFileError(f"{file}: {path} must be a finite number", rule="hardware-file-range",
+                                    limit="finite", value=repr(value))
         if value < 0:
             raise HardwareFileError(f"{file}: {path} must not be negative", rule="hardware-file-range",
                                     limit=">= 0", value=value)
@@ -146,6 +154,7 @@ def build(cls, values: Mapping, path: str, file: str, **extra):
                 kwargs[f.name] = None if v is None else _check_type(v, inner, p, file)
             else:
                 kwargs[f.name] = _check_type(values[f.name], tp, p, file)
+            check_range(cls.__name__, f.name, kwargs[f.name], p, file)
         elif f.default is MISSING and f.default_factory is MISSING:
             raise HardwareFileError(f"{file}: missing {p}", rule="hardware-file-missing",
                                     hint=f"{cls.__name__} needs '{f.name}'")
@@ -200,7 +209,7 @@ def resolve_bases(section: Mapping, file: str) -> dict:
             out[key] = table
             return table
         base = table["base"]
-        if base not in section or not isinstance(base, str):
+        if not isinstance(base, str) or base not in section:
             raise HardwareFileError(f"{file}: {key}.base names unknown entry {base!r}",
                                     rule="hardware-file-reference", limit=sorted(section), value=base)
         if base in chain:

@@ -189,7 +189,7 @@ def load_model(name_or_path: str) -> ModelConfig:
 
 def load_file(path: str) -> ModelConfig:
     """Read a config.json (Hugging Face) or a zoo-style TOML file."""
-    if not os.path.exists(path):
+    if not os.path.isfile(path):  # a folder is no config file either
         raise ModelConfigError(f"model config file not found: {path}", rule="model-config-file", value=path)
     if path.endswith(".toml"):
         with open(path, "rb") as fh:
@@ -201,7 +201,7 @@ def load_file(path: str) -> ModelConfig:
     with open(path, encoding="utf-8") as fh:
         try:
             d = json.load(fh)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ModelConfigError(f"{path} is not valid JSON: {e}", rule="model-config-syntax",
                                    value=path) from None
     from .hf import from_hf_config

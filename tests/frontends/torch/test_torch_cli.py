@@ -36,11 +36,11 @@ def test_json_errors_have_an_error_key(capsys):
     pytest.importorskip("torch")
     rc = main(["check", os.path.join(MODELS, "nope.py") + ":M", "--input-shape", "1x8", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert rc == 2 and "does not exist" in out["error"] and out["rule"] == "model-file"
+    assert rc == 2 and "does not exist" in out["error"]["message"] and out["error"]["rule"] == "model-file"
     rc = main(["check", f"{CUSTOM}:Untraceable", "--input-shape", "4x32", "--dtype", "float32", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert rc == 2 and out["rule"] == "capture" and out["value"] == "trnsim_test::no_meta_kernel"
-    assert out["where"].startswith(CUSTOM)
+    assert rc == 2 and out["error"]["rule"] == "capture" and out["error"]["value"] == "trnsim_test::no_meta_kernel"
+    assert out["error"]["where"].startswith(CUSTOM)
 
 
 def test_without_torch_says_how_to_install(capsys, monkeypatch):
@@ -50,4 +50,4 @@ def test_without_torch_says_how_to_install(capsys, monkeypatch):
     assert rc == 2 and "pip install 'trnsim[torch]'" in err and "Traceback" not in err
     rc = main(["check", f"{CUSTOM}:CustomMLP", "--input-shape", "4x32", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert rc == 2 and out["rule"] == "torch-extra" and "trnsim[torch]" in out["hint"]
+    assert rc == 2 and out["error"]["rule"] == "torch-extra" and "trnsim[torch]" in out["error"]["hint"]

@@ -269,8 +269,9 @@ class KernelContext:
         text = message + origins
         if self.options.strict:
             raise UninitializedReadError(text, rule=rule, where=describe(loc))
-        warnings.warn(UninitializedReadWarning(f"[{rule}] {text} at {loc.file}:{loc.line}"),
-                      stacklevel=2)
+        # filed under the kernel's own line, not this one (warn's stacklevel would name trnsim)
+        warnings.warn_explicit(UninitializedReadWarning(f"[{rule}] {text} at {loc.file}:{loc.line}"),
+                               UninitializedReadWarning, loc.file, loc.line)
 
 
 class running:

@@ -1,0 +1,190 @@
+"""Rules over the figures of a hardware file: which must be positive, which follow another figure
+(the SBUF partition count drives ``tile_size.pmax``...), which must agree, and which are descriptive
+only (shown by ``trnsim hw``, read by no estimate or check) and so may not be overridden.
+
+A user file that changes a figure either changes what the model does or is refused by name: an
+accepted but ignored override is the bug these rules exist to prevent.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..errors import HardwareFileError
+
+# (class name, field) -> range.  "positive": > 0 (a zero clock divides by zero, a zero size or
+# bandwidth is no machine); "fraction": in (0, 1]; "unit": in [0, 1).  Unlisted numbers: >= 0.
+_POS = "positive"
+RANGES: Dict[str, Dict[str, str]] = {
+    "OnChipMemory": {"partitions": _POS, "bytes_per_partition": _POS, "banks": _POS},
+    "TileSizes": {f: _POS for f in ("pmax", "psum_fmax", "gemm_stationary_fmax", "gemm_moving_fmax",
+                                    "bn_stats_fmax", "psum_num_banks", "psum_min_align", "sbuf_min_align")},
+    "TensorEngineRules": {f: _POS for f in ("max_contraction", "max_stationary_free", "max_moving_free",
+                                            "max_moving_free_16bit_out", "tile_granularity",
+                                            "max_row_tiles", "max_column_tiles")},
+    "AccessRules": {f: _POS for f in ("max_free_elements_sbuf", "max_free_elements_psum", "max_free_dims",
+                                      "bn_stats_fmax", "max8_min", "max8_max")},
+    "Clocks": {f: _POS for f in ("tensor_hz", "vector_hz", "scalar_hz", "gpsimd_hz", "profiler_base_hz")},
+    "CoreSpec": {"generation": _POS, "dma_engines": _POS, "dma_queues_per_engine": _POS},
+    "TensorTiming": {**{f: _POS for f in ("fp32_passes", "fp8_speedup", "double_row_speedup", "mx_speedup",
+                                          "fp32_transpose_speedup", "onezero_speedup")},
+                     "throttle_start": "fraction", "throttle_min_utilization": "fraction"},
+    "VectorTiming": {f: _POS for f in ("elems_per_cycle", "two_input_factor", "bf16_copy_speedup",
+                                       "bf16_psum_or_strided_speedup", "bf16_tensor_tensor_speedup",
+                                       "strided_penalty")},
+    "ScalarTiming": {f: _POS for f in ("elems_per_cycle", "bf16_speedup", "strided_penalty")},
+    "GpSimdTiming": {"elems_per_cycle_32bit": _POS},
+    "DmaTiming": {"engine_bytes_per_ns": _POS, "partitions_per_engine": _POS, "efficiency_floor": "unit",
+                  "transpose_hbm_efficiency": "fraction", "transpose_sbuf_efficiency": "fraction"},
+    "ChipSpec": {"cores": _POS, "hbm_bytes": _POS, "hbm_bandwidth_bytes_per_s": _POS, "hbm_stacks": _POS},
+}
+_RANGE_TEXT = {"positive": "> 0", "fraction": "in (0, 1]", "unit": "in [0, 1)"}
+
+
+def check_range(cls_name: str, name: str, value: Any, path: str, file: str) -> None:
+    """Refuse a number outside its field's range (see ``RANGES``), naming the file and the figure."""
+    kind = RANGES.get(cls_name, {}).get(name)
+    if kind is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    ok = {"positive": value > 0, "fraction": 0 < value <= 1, "unit": 0 <= value < 1}[kind]
+    if not ok:
+        raise HardwareFileError(f"{file}: {path} must be {_RANGE_TEXT[kind]}", rule="hardware-file-range",
+                                limit=_RANGE_TEXT[kind], value=value)
+
+
+# derived figure <- the figure it follows, per core.  When a user file sets the driver but not the
+# derived figure, the derived one keeps its ratio to the driver (pmax = partitions; psum_fmax =
+# bank bytes / 4; v4's max_moving_free spans 8 banks and keeps spanning 8).
+LINKS: Tuple[Tuple[str, str], ...] = (
+    ("psum.partitions", "sbuf.partitions"),
+    ("tile_size.pmax", "sbuf.partitions"),
+    ("tensor.max_contraction", "sbuf.partitions"),
+    ("tile_size.psum_num_banks", "psum.banks"),
+    ("psum.bytes_per_partition", "psum.banks"),
+    ("tile_size.psum_fmax", "psum.bank_bytes"),
+    ("tensor.max_moving_free", "psum.bank_bytes"),
+    ("tensor.max_moving_free_16bit_out", "psum.bank_bytes"),
+    ("psum.bytes_per_partition", "psum.bank_bytes"),
+    ("access.bn_stats_fmax", "tile_size.bn_stats_fmax"),
+)
+
+# figures no estimate or check reads (shown by `trnsim hw` only): an override would be ignored
+DESCRIPTIVE = {
+    "cores": ("psum.reserved_bytes_per_partition", "tensor.max_row_tiles", "tensor.max_column_tiles",
+              "access.max_free_dims", "clocks.profiler_base_hz", "dma_queues_per_engine"),
+    "chips": ("hbm_stacks", "neuronlink_ports", "cc_cores"),
+    "instances": ("vcpus", "host_memory_bytes", "switch_level_bandwidth_bytes_per_s"),
+}
+
+
+def _get(table: Mapping, path: str) -> Optional[Any]:
+    for k in path.split("."):
+        if not isinstance(table, Mapping) or k not in table:
+            return None
+        table = table[k]
+    return table
+
+
+def _value(entry: Any) -> Any:
+    return entry["value"] if isinstance(entry, Mapping) and "value" in entry else entry
+
+
+def _set(table: dict, path: str, entry: Any) -> None:
+    keys = path.split(".")
+    for k in keys[:-1]:
+        table = table.setdefault(k, {})
+    table[keys[-1]] = entry
+
+
+def follow_links(merged: Dict[str, dict], before: Mapping[str, Mapping], user: Mapping[str, Mapping],
+                 file: str) -> None:
+    """In the resolved core tables ``merged``, move each figure the user file left alone along with
+    the figure it follows (``LINKS``) when the user file changed that one; ``before`` holds each
+    core's tables without the user file (its base's, for a new core)."""
+    for key, own in user.items():
+        if key not in merged or not isinstance(own, Mapping):
+            continue
+        ref = before.get(key) or before.get(str(own.get("base", "")))
+        if ref is None:
+            continue
+        for derived, driver in LINKS:
+            if _get(own, derived) is not None or _get(own, driver) is None:
+                continue
+            new_d, old_d, old = (_value(_get(merged[key], driver)), _value(_get(ref, driver)),
+                                 _value(_get(merged[key], derived)))
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in (new_d, old_d, old)) or old_d == 0 or new_d == old_d:
+                # not a number: the type and range checks that follow report it
+                continue
+            val = Fraction(old) * Fraction(new_d) / Fraction(old_d)
+            if val.denominator != 1 or val <= 0:
+                raise HardwareFileError(
+                    f"{file}: {key}.{driver} = {new_d} leaves {key}.{derived} (which follows it) at "
+                    f"{float(val):g}, not a whole number", rule="hardware-file-link", value=new_d,
+                    hint=f"set {key}.{derived} too")
+            _set(merged[key], derived, {"value": int(val), "source": f"derived: follows {driver} ({file})"})
+
+
+def check_descriptive(section: str, merged: Mapping[str, Mapping], before: Mapping[str, Mapping],
+                      user: Mapping[str, Mapping], file: str) -> None:
+    """Refuse a user file's change to a descriptive figure (``DESCRIPTIVE``) of a known entry or of
+    a new entry's base: the model would ignore it."""
+    for key, own in user.items():
+        if not isinstance(own, Mapping):
+            continue
+        ref = before.get(key) or before.get(str(own.get("base", "")))
+        if ref is None:
+            continue
+        for path in DESCRIPTIVE.get(section, ()):
+            mine = _get(own, path)
+            if mine is None:
+                continue
+            old = _value(_get(ref, path))
+            if _value(mine) != old:
+                raise HardwareFileError(
+                    f"{file}: {section}.{key}.{path} is descriptive (shown by trnsim hw, read by no "
+                    f"estimate or check): an override would be silently ignored, so it is refused",
+                    rule="hardware-file-not-overridable", limit=f"the built-in {old}", value=_value(mine),
+                    hint=f"remove {path} from the file")
+
+
+def check_core(core, file: str) -> None:
+    """Figures of one core that describe the same thing must agree (the checks read one of them)."""
+    s = core
+    same = (("sbuf.partitions", s.sbuf.partitions), ("psum.partitions", s.psum.partitions),
+            ("tile_size.pmax", s.tile_size.pmax), ("tensor.max_contraction", s.tensor.max_contraction))
+    pairs = [same,
+             (("psum.banks", s.psum.banks), ("tile_size.psum_num_banks", s.tile_size.psum_num_banks)),
+             (("psum.bank_bytes", s.psum.bank_bytes), ("tile_size.psum_fmax x 4", s.tile_size.psum_fmax * 4)),
+             (("psum.bytes_per_partition", s.psum.bytes_per_partition),
+              ("psum.banks x psum.bank_bytes", s.psum.banks * s.psum.bank_bytes)),
+             (("tile_size.bn_stats_fmax", s.tile_size.bn_stats_fmax), ("access.bn_stats_fmax", s.access.bn_stats_fmax))]
+    for group in pairs:
+        (n0, v0), rest = group[0], group[1:]
+        for n, v in rest:
+            if v != v0:
+                raise HardwareFileError(
+                    f"{file}: core {s.key}: {n} = {v} disagrees with {n0} = {v0} (the same hardware "
+                    f"figure, read by different checks)", rule="hardware-file-consistency",
+                    limit=f"{n0} = {v0}", value=f"{n} = {v}", hint=f"set {n0}; the others follow it")
+    mm = s.tensor.max_moving_free * 4
+    if mm % s.psum.bank_bytes or mm > s.psum.bytes_per_partition:
+        raise HardwareFileError(f"{file}: core {s.key}: tensor.max_moving_free x 4 bytes = {mm} must be a "
+                                f"whole number of PSUM banks ({s.psum.bank_bytes} B) within the partition",
+                                rule="hardware-file-consistency", limit=f"k x {s.psum.bank_bytes} <= "
+                                f"{s.psum.bytes_per_partition}", value=mm)
+    if s.sbuf.reserved_bytes_per_partition >= s.sbuf.bytes_per_partition:
+        raise HardwareFileError(f"{file}: core {s.key}: sbuf.reserved_bytes_per_partition leaves no SBUF",
+                                rule="hardware-file-range", limit=f"< {s.sbuf.bytes_per_partition}",
+                                value=s.sbuf.reserved_bytes_per_partition)
+    d = s.timing.dma
+    if len(d.efficiency) != len(d.efficiency_bytes) or list(d.efficiency_bytes) != sorted(set(d.efficiency_bytes)) \
+            or any(not 0 < e <= 1 for e in d.efficiency):
+        raise HardwareFileError(f"{file}: core {s.key}: timing.dma.efficiency needs one fraction in (0, 1] "
+                                f"per entry of the increasing timing.dma.efficiency_bytes",
+                                rule="hardware-file-range", limit=len(d.efficiency_bytes),
+                                value=len(d.efficiency))
+    if not s.lnc or any(n <= 0 for n in s.lnc) or 1 not in s.lnc:
+        raise HardwareFileError(f"{file}: core {s.key}: lnc must list positive core counts, 1 among them",
+                                rule="hardware-file-range", limit="e.g. [1, 2]", value=list(s.lnc))
