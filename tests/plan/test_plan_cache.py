@@ -28,3 +28,24 @@ def test_workers_share_the_op_cost_cache(tmp_path):
     assert CostCache(str(tmp_path)).count() == rows
     assert [(b.label, b.score) for b in cold.best] == [(b.label, b.score) for b in warm.best]
     assert "injected" in cold.notes[0]
+
+
+class _BrokenCache:
+    """Op costs whose cache cannot be opened."""
+
+    def time(self, op):
+        from trnsim.errors import ConfigError
+        raise ConfigError("cannot open the op-cost cache /nowhere: database is locked", rule="opcost-cache")
+
+
+def broken_costs(target, lnc, hardware_file=None):
+    return _BrokenCache()
+
+
+def test_a_cache_failure_stops_the_plan_instead_of_dropping_configs():
+    import pytest
+    from trnsim.errors import TrnsimError
+    with pytest.raises(TrnsimError) as e:
+        plan(model="llama-3.1-8b", system="trn1.32xlarge", seq=2048, global_batch=64, top=3,
+             space=dict(micro_batch=[1], recompute=["full"], cp=[1]), costs=broken_costs, workers=1)
+    assert e.value.rule == "opcost-cache"

@@ -121,6 +121,9 @@ def _flat_figures(raw: Mapping) -> Dict[str, Any]:
             for k, v in table.items() if isinstance(v, dict) and "value" in v}
 
 
+# errors of the machinery rather than verdicts on a configuration: they stop the plan
+_NOT_A_VERDICT = frozenset(["opcost-cache", "opcost-timer"])
+
 _STATES: Dict[str, _State] = {}
 _MAX_STATES = 4   # a long-lived Ray worker serves several plans; keep the newest few
 
@@ -156,6 +159,8 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
                               hardware_file=job.hardware_file, overrides=st.overrides,
                               efficiency=job.efficiency, check_memory=False)
     except TrnsimError as err:   # a rule only the estimator knows: charged to that rule
+        if err.rule in _NOT_A_VERDICT:
+            raise                # the cache or the timer failed: an error, never a dropped config
         return Evaluated(c, err.rule, err.message)
     return Evaluated(c, "ok", "", memory_gib=e.memory_per_core_gib, hbm_gib=hbm / GIB,
                      step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s, mfu=e.mfu, hfu=e.hfu,

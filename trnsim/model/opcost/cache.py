@@ -41,6 +41,30 @@ def default_cache_dir() -> str:
     return os.path.join(base, "trnsim")
 
 
+def _open_with_retry(path: str) -> sqlite3.Connection:
+    """Open the database, switch it to WAL and create the table.  Switching the journal mode and the
+    schema script can answer "database is locked" at once, without SQLite's busy handler, while another
+    process is creating the same file (the planner's workers start together): retry until the busy
+    timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(SCHEMA)
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 class CostCache:
     """Simulated times keyed by hash; rows are never updated, only added."""
 
@@ -56,11 +80,7 @@ class CostCache:
             return self._conn
         try:
             os.makedirs(self.dir, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(SCHEMA)
+            conn = _open_with_retry(self.path)
         except (OSError, sqlite3.Error) as e:
             raise ConfigError(f"cannot open the op-cost cache {self.path}: {e}", rule="opcost-cache",
                               value=self.path,
