@@ -79,14 +79,15 @@ def run(args) -> int:
     return 0
 
 
-def write_reports(d: dict, args, title: str, sections=None, md_sections=None) -> list:
-    """Write --html / --md / --csv; returns the paths written."""
+def write_reports(d: dict, args, title: str, sections=((), ()), md_sections=((), ())) -> list:
+    """Write --html / --md / --csv; returns the paths written.  ``sections`` / ``md_sections``: fragments
+    (before, after) the compare tables (an evaluation's steps 1 and 3)."""
     from ..report import write_csv, write_html, write_markdown
     out = []
     if args.html:
-        out.append(write_html(d, args.html, title, sections))
+        out.append(write_html(d, args.html, title, list(sections[0]), list(sections[1])))
     if args.md:
-        out.append(write_markdown(d, args.md, title, md_sections))
+        out.append(write_markdown(d, args.md, title, list(md_sections[0]), list(md_sections[1])))
     if args.csv:
         out.append(write_csv(d, args.csv))
     return out

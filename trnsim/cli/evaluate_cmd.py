@@ -82,19 +82,30 @@ def run(args) -> int:
     if args.json:
         print_json({**d, "written": written})
         return 0
-    _print_steps(d)
-    print_comparison(d, written)
+    # the steps in the order buyers are told to take them: compatibility, comparison, engineering cost
+    _print_step1(d)
+    print_comparison(d)
+    _print_step3(d)
+    for p in written:
+        console().print(f"wrote {escape(p)}")
     return 0
 
 
-def _print_steps(d: dict) -> None:
-    from ..report.evaluation import break_even_table
+def _print_step1(d: dict) -> None:
     con = console()
-    ev = d["evaluation"]
-    c = ev.get("compatibility")
+    c = d["evaluation"].get("compatibility")
     if c:
         con.print(f"[bold]Step 1[/] compatibility: {c['total_ops']} operator calls, "
                   f"{c['documented_pct']:.1f} % on the torch-neuronx list")
+    else:
+        con.print("[bold]Step 1[/] compatibility: not checked (no capture; see the notes below)")
+    con.print("[bold]Step 2[/] benchmark comparison")
+
+
+def _print_step3(d: dict) -> None:
+    from ..report.evaluation import break_even_table
+    con = console()
+    ev = d["evaluation"]
     cols, rows = break_even_table(ev)
     con.print(table("Step 3: migration cost and break-even", cols, [[escape(str(v)) for v in r] for r in rows]))
     con.print(escape(ev["summary"]))

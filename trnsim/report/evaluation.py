@@ -3,7 +3,7 @@ before the comparison tables of the report."""
 from __future__ import annotations
 
 import html
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from .tables import Table, markdown, money
 
@@ -40,8 +40,9 @@ def _html_table(tid: str, title: str, t: Table) -> str:
     return f'<h2>{html.escape(title)}</h2>\n<table id="{tid}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def html_sections(d: Dict) -> List[str]:
-    """HTML fragments: step 1 (compatibility), step 3 summary with break-even (step 2 is the compare page)."""
+def html_sections(d: Dict) -> Tuple[List[str], List[str]]:
+    """HTML fragments before the compare page (step 1, compatibility; the step 2 heading) and after it
+    (step 3, engineering cost and break-even)."""
     ev = d["evaluation"]
     c = ev.get("compatibility")
     parts = ['<h2 id="step1">Step 1: compatibility</h2>']
@@ -52,17 +53,17 @@ def html_sections(d: Dict) -> List[str]:
         parts += [_html_table(*t) for t in compat_tables(ev)]
     else:
         parts.append('<p id="compatibility">No capture (see the notes): compatibility not checked.</p>')
-    parts.append('<h2 id="step3">Step 3: engineering cost and break-even</h2>')
-    parts.append(f'<p class="summary" id="evaluation-summary">{html.escape(ev["summary"])}</p>')
-    parts.append(_html_table("break-even-table", "Break-even against the baseline", break_even_table(ev)))
-    if ev.get("notes"):
-        parts.append("<ul id=\"evaluation-notes\">" + "".join(f"<li>{html.escape(n)}</li>" for n in ev["notes"]) + "</ul>")
     parts.append('<h2 id="step2">Step 2: benchmark comparison</h2>')
-    return parts
+    after = ['<h2 id="step3">Step 3: engineering cost and break-even</h2>',
+             f'<p class="summary" id="evaluation-summary">{html.escape(ev["summary"])}</p>',
+             _html_table("break-even-table", "Break-even against the baseline", break_even_table(ev))]
+    if ev.get("notes"):
+        after.append("<ul id=\"evaluation-notes\">" + "".join(f"<li>{html.escape(n)}</li>" for n in ev["notes"]) + "</ul>")
+    return parts, after
 
 
-def markdown_sections(d: Dict) -> List[str]:
-    """The same sections as Markdown."""
+def markdown_sections(d: Dict) -> Tuple[List[str], List[str]]:
+    """The same sections as Markdown (before and after the compare tables)."""
     ev = d["evaluation"]
     out = ["## Step 1: compatibility", ""]
     c = ev.get("compatibility")
@@ -71,6 +72,7 @@ def markdown_sections(d: Dict) -> List[str]:
         out += [markdown(t, tab) for _, t, tab in compat_tables(ev)]
     else:
         out.append("No capture: compatibility not checked.\n")
-    out += ["## Step 3: engineering cost and break-even", "", ev["summary"], "",
-            markdown("Break-even against the baseline", break_even_table(ev)), "## Step 2: benchmark comparison", ""]
-    return out
+    out += ["## Step 2: benchmark comparison", ""]
+    after = ["## Step 3: engineering cost and break-even", "", ev["summary"], "",
+             markdown("Break-even against the baseline", break_even_table(ev))]
+    return out, after

@@ -18,22 +18,25 @@ def _write(path: str, text: str) -> str:
     return path
 
 
-def to_markdown(d: Dict, title: str = "trnsim compare", sections_before: Optional[List[str]] = None) -> str:
+def to_markdown(d: Dict, title: str = "trnsim compare", sections_before: Optional[List[str]] = None,
+                sections_after: Optional[List[str]] = None) -> str:
     """The report's tables and summary as Markdown."""
     out = [f"# {title}", "", d["summary"], ""] + list(sections_before or [])
     out += [markdown(t, tab) for _, t, tab in all_tables(d)]
+    out += list(sections_after or [])
     return "\n".join(out)
 
 
-def write_html(d: Dict, path: str, title: str = "trnsim compare", sections_before: Optional[List[str]] = None) -> str:
+def write_html(d: Dict, path: str, title: str = "trnsim compare", sections_before: Optional[List[str]] = None,
+               sections_after: Optional[List[str]] = None) -> str:
     """Write the self-contained HTML report; returns the path."""
-    return _write(path, page(d, title, sections_before))
+    return _write(path, page(d, title, sections_before, sections_after=sections_after))
 
 
 def write_markdown(d: Dict, path: str, title: str = "trnsim compare",
-                   sections_before: Optional[List[str]] = None) -> str:
+                   sections_before: Optional[List[str]] = None, sections_after: Optional[List[str]] = None) -> str:
     """Write the Markdown export; returns the path."""
-    return _write(path, to_markdown(d, title, sections_before))
+    return _write(path, to_markdown(d, title, sections_before, sections_after))
 
 
 def write_csv(d: Dict, path: str) -> str:

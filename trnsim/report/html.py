@@ -35,8 +35,8 @@ def _workload(d: Dict) -> str:
 
 
 def page(d: Dict, title: str = "trnsim compare", sections_before: Optional[List[str]] = None,
-         which: Optional[str] = None) -> str:
-    """The whole report page for ``Comparison.to_dict()`` (an evaluation adds its sections first)."""
+         which: Optional[str] = None, sections_after: Optional[List[str]] = None) -> str:
+    """The whole report page for ``Comparison.to_dict()`` (an evaluation adds sections before and after)."""
     which = which or backend()
     flip = bool((d.get("sensitivity") or {}).get("winner_changes"))
     parts = [f"<h1 id=\"report-title\">{html.escape(title)}</h1>",
@@ -56,6 +56,7 @@ def page(d: Dict, title: str = "trnsim compare", sections_before: Optional[List[
             parts.append(f'<div class="chart" id="{c.id}">{frag}</div>')
     for t in tables[1:]:
         parts.append(_table(*t))
+    parts += sections_after or []
     notes = sorted({n for s in d["systems"] for n in s.get("notes", [])})
     if notes:
         parts.append('<h2>Notes</h2><ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")

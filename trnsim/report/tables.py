@@ -76,9 +76,10 @@ def sensitivity_table(d: Dict) -> Table:
     rows = []
     for s in sens["base"]["ranking"]:
         vals = [c["values"][s] for c in cases]
-        won = sum(1 for c in cases if c["winner"] == s)
+        # wins counted over the band's cases only, as the summary sentence counts them
+        won = sum(1 for c in sens["cases"] if c["winner"] == s)
         rows.append([s, f"${sens['base']['values'][s]:,.4g}", f"${min(vals):,.4g}", f"${max(vals):,.4g}",
-                     f"{won} of {len(cases)}"])
+                     f"{won} of {len(sens['cases'])}"])
     return ["system", "$/1M tok (base)", "lowest in band", "highest in band", "cases won"], rows
 
 
