@@ -206,15 +206,30 @@ def all_reduce(srcs, dsts, groups, op) -> None:
     payload = [_read(ctx, s, kind) for s in srcs]
 
     def combine(calls):
-        res = []
-        for i, d in enumerate(dsts):
-            if calls[0].payload[i][0] is None:
-                res.append((None, None))
-                continue
+        def one(i):
+            d = dsts[i]
             v = _reduce([_acc(c.payload[i][0], srcs[i].dtype).reshape(d.shape) for c in calls], opn)
-            res.append((v, _and([c.payload[i][1] for c in calls], d.shape)))
-        return [res] * len(calls)
+            return [(v, _and([c.payload[i][1] for c in calls], d.shape))] * len(calls)
+        return _per_tensor(calls, len(dsts), one)
     _group_call(kind, srcs, dsts, groups, (("op", opn),), combine, payload, _nbytes(srcs))
+
+
+def _per_tensor(calls, count: int, one) -> List[list]:
+    """Every rank's list of (values, init) over ``count`` tensors; ``one(i)`` gives tensor i's pairs,
+    one per rank.  A tensor without values (a timing-only run) gives (None, None) to every rank."""
+    per_rank: List[list] = [[] for _ in calls]
+    for i in range(count):
+        got = [(None, None)] * len(calls) if calls[0].payload[i][0] is None else one(i)
+        for r, pair in zip(per_rank, got):
+            r.append(pair)
+    return per_rank
+
+
+def _need_split(kind, s: NkiTensor, dim: int, n: int) -> None:
+    if s.shape[dim] % n:
+        raise ShapeError(f"{kind}: source '{s.name}' dim {dim} ({s.shape[dim]}) does not split "
+                         f"into {n} ranks", rule="collective-shape",
+                         limit=f"a multiple of {n}", value=s.shape[dim], where=where())
 
 
 def _dim(kind: str, mem: str, collective_dim, allowed_hbm=(0,), allowed_sbuf=(0,)) -> int:
@@ -251,14 +266,11 @@ def all_gather(srcs, dsts, groups, collective_dim) -> None:
     payload = [_read(ctx, s, kind) for s in srcs]
 
     def combine(calls):
-        res = []
-        for i, s in enumerate(srcs):
-            if calls[0].payload[i][0] is None:
-                res.append((None, None))
-                continue
-            res.append(_cat([c.payload[i][0].reshape(s.shape) for c in calls],
-                            [_shaped(c.payload[i][1], s.shape) for c in calls], dim))
-        return [res] * len(calls)
+        def one(i):
+            s = srcs[i]
+            return [_cat([c.payload[i][0].reshape(s.shape) for c in calls],
+                         [_shaped(c.payload[i][1], s.shape) for c in calls], dim)] * len(calls)
+        return _per_tensor(calls, len(srcs), one)
     _group_call(kind, srcs, dsts, groups, (("collective_dim", dim),), combine, payload,
                 _nbytes(dsts))
 
@@ -273,30 +285,25 @@ def reduce_scatter(srcs, dsts, groups, collective_dim, op) -> None:
     ctx = current()
     n = len(_w.check_groups(groups, _rank_of(ctx)[2], _rank_of(ctx)[1], kind, where()))
     for s, d in zip(srcs, dsts):
-        if s.shape[dim] % n:
-            raise ShapeError(f"{kind}: source '{s.name}' dim {dim} ({s.shape[dim]}) does not split "
-                             f"into {n} ranks", rule="collective-shape",
-                             limit=f"a multiple of {n}", value=s.shape[dim], where=where())
+        _need_split(kind, s, dim, n)
         want = list(s.shape)
         want[dim] //= n
         _need_shape(kind, d, want, s)
     payload = [_read(ctx, s, kind) for s in srcs]
 
     def combine(calls):
-        per_rank: List[list] = [[] for _ in calls]
-        for i, s in enumerate(srcs):
-            if calls[0].payload[i][0] is None:
-                for r in per_rank:
-                    r.append((None, None))
-                continue
+        def one(i):
+            s = srcs[i]
             v = _reduce([_acc(c.payload[i][0], s.dtype).reshape(s.shape) for c in calls], opn)
             init = _and([c.payload[i][1] for c in calls], s.shape)
-            for k, r in enumerate(per_rank):
+            step = s.shape[dim] // len(calls)
+            out = []
+            for k in range(len(calls)):
                 sl = [slice(None)] * len(s.shape)
-                step = s.shape[dim] // len(calls)
                 sl[dim] = slice(k * step, (k + 1) * step)
-                r.append((v[tuple(sl)], None if init is None else init[tuple(sl)]))
-        return per_rank
+                out.append((v[tuple(sl)], None if init is None else init[tuple(sl)]))
+            return out
+        return _per_tensor(calls, len(srcs), one)
     _group_call(kind, srcs, dsts, groups, (("op", opn), ("collective_dim", dim)), combine,
                 payload, _nbytes(srcs))
 
@@ -311,28 +318,22 @@ def all_to_all(srcs, dsts, groups, collective_dim) -> None:
     ctx = current()
     n = len(_w.check_groups(groups, _rank_of(ctx)[2], _rank_of(ctx)[1], kind, where()))
     for s, d in zip(srcs, dsts):
-        if s.shape[dim] % n:
-            raise ShapeError(f"{kind}: source '{s.name}' dim {dim} ({s.shape[dim]}) does not split "
-                             f"into {n} ranks", rule="collective-shape",
-                             limit=f"a multiple of {n}", value=s.shape[dim], where=where())
+        _need_split(kind, s, dim, n)
         _need_shape(kind, d, s.shape, s)
     payload = [_read(ctx, s, kind) for s in srcs]
 
     def combine(calls):
         m = len(calls)
-        per_rank: List[list] = [[] for _ in calls]
-        for i, s in enumerate(srcs):
-            if calls[0].payload[i][0] is None:
-                for r in per_rank:
-                    r.append((None, None))
-                continue
+
+        def one(i):
+            s = srcs[i]
             chunks = [np.split(c.payload[i][0].reshape(s.shape), m, axis=dim) for c in calls]
             inits = [None if c.payload[i][1] is None else
                      np.split(c.payload[i][1].reshape(s.shape), m, axis=dim) for c in calls]
-            for j, r in enumerate(per_rank):
-                r.append(_cat([chunks[k][j] for k in range(m)],
-                              [None if inits[k] is None else inits[k][j] for k in range(m)], dim))
-        return per_rank
+            return [_cat([chunks[k][j] for k in range(m)],
+                         [None if inits[k] is None else inits[k][j] for k in range(m)], dim)
+                    for j in range(m)]
+        return _per_tensor(calls, len(srcs), one)
     _group_call(kind, srcs, dsts, groups, (("collective_dim", dim),), combine, payload,
                 _nbytes(srcs))
 
