@@ -10,6 +10,8 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
+from ...ir.dtypes import width
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -96,15 +98,15 @@ class CapturedOp:
         return out
 
 
-# bytes per element of the dtypes torch models use; an unknown name counts as 4 bytes (fp32), the default
-_ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "complex128": 16, "float32": 4, "int32": 4,
-             "bfloat16": 2, "float16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1,
-             "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1}
+# torch dtypes the trace's dtype table (ir/dtypes.py) does not list; every other name is read there,
+# and an unknown name counts as 4 bytes (fp32), that table's default
+_TORCH_ONLY_ITEMSIZE = {"complex64": 8, "complex128": 16, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1}
 
 
 def dtype_itemsize(dtype: str) -> int:
     """Bytes per element of a torch dtype name ("bfloat16" -> 2)."""
-    return _ITEMSIZE.get(dtype, 4)
+    got = _TORCH_ONLY_ITEMSIZE.get(dtype)
+    return got if got is not None else width(dtype)
 
 
 def dtype_name(dtype: Any) -> str:
