@@ -34,6 +34,7 @@ CONDITIONAL = {
     "timing.scalar.min_ii_cycles": "back-to-back independent tiny instructions",
     "timing.gpsimd.min_ii_cycles": "back-to-back independent tiny instructions",
     "timing.scalar.bf16_speedup": "v4 bf16 tensor_scalar/tensor_copy on ScalarE",
+    "timing.vector.fp8_on_16bit_path": "FP8 copies and tensor_tensor ops on Vector/Scalar (the probes use bf16/fp32)",
     "timing.dma.hwdge_latency_ns": "DMAs issued through the hardware DGE",
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",

@@ -68,3 +68,16 @@ def test_an_unregistered_opcode_is_an_error_on_every_engine_and_backend(engine):
         with pytest.raises(TrnsimError) as ei:
             schedule(tr, m, backend=backend)
         assert ei.value.rule == "unknown-opcode" and ei.value.value == "nc_teleport"
+
+
+def test_fp8_takes_the_16bit_vector_path_where_the_core_data_says_so():
+    """cores.toml: v4's 16-bit data path takes FP8 (ARCH4), v3's does not.  An FP8 tensor_copy of N=512
+    per partition: v4 at the copy speedup (4x: 60 + 512/4 cycles), v3 at the plain rate (60 + 512)."""
+    def fp8_copy():
+        r = lambda t: Region("sbuf", t, f"t{t}", 0, 128, 0, 512, 128 * 512, "float8_e4m3", 512)
+        return Instruction(0, "vector", "tensor_copy", (r(1),), (r(2),), 128, 512, "float8_e4m3",
+                           "float8_e4m3", (), LOC)
+    for target, cycles in (("trn3", 60 + 512 / 4), ("trn2", 60 + 512)):
+        core = get_core(target)
+        ns = 1e9 / core.clocks.vector_hz
+        assert CostModel(core, get_chip(target)).compute(fp8_copy()).occupancy_ns == pytest.approx(cycles * ns)

@@ -128,6 +128,8 @@ class VectorTiming:
     bf16_psum_or_strided_speedup: float
     bf16_tensor_tensor_speedup: float
     strided_penalty: float
+    # the fast 16-bit data path also takes FP8 operands (Vector and Scalar perf modes)
+    fp8_on_16bit_path: bool = False
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ class CostModel:
 
     def _sixteen_bit(self, ins: Instruction) -> bool:
         ds = {r.dtype for r in ins.reads + ins.writes}
-        return bool(ds) and ds <= (_16BIT | (_FP8 if self.core.generation >= 4 else frozenset()))
+        return bool(ds) and ds <= (_16BIT | (_FP8 if self.t.vector.fp8_on_16bit_path else frozenset()))
 
     @staticmethod
     def _strided(ins: Instruction) -> bool:
