@@ -1,7 +1,8 @@
-"""Builds the optional C extension of the timing model; all metadata lives in pyproject.toml.
+"""Builds the optional C extensions of the timing model and of the functional core; all metadata
+lives in pyproject.toml.
 
-The extension is optional: without a compiler the install still succeeds and trnsim uses its
-pure-Python scheduler (trnsim/timing/native.py decides at import time)."""
+Both are optional: without a compiler the install still succeeds and trnsim uses its pure-Python
+references (trnsim/timing/native.py and trnsim/nki/core/fastpath.py decide at import time)."""
 import sys
 
 from setuptools import Extension, setup
@@ -11,5 +12,11 @@ _FLAGS = [] if sys.platform == "win32" else ["-ffp-contract=off", "-std=c99"]
 
 setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"],
                              depends=[f"trnsim/timing/_native_{p}.h" for p in
-                                      ("util", "encode", "deps", "schedule")],
-                             extra_compile_args=_FLAGS, optional=True)])
+                                      ("util", "encode", "deps", "assign", "schedule")],
+                             extra_compile_args=_FLAGS, optional=True),
+                   # the functional core's hot numeric kernels (nki/core/fastpath.py falls back to
+                   # numpy without it)
+                   Extension("trnsim.nki.core._fastpath", ["trnsim/nki/core/_fastpath.c"],
+                             extra_compile_args=_FLAGS + ([] if sys.platform == "win32"
+                                                          else ["-O3"]),
+                             optional=True)])

@@ -2,16 +2,21 @@
 numerics, next to plain numpy computing the same product in fp32 on this machine.
 
     python bench/functional_matmul.py [--size 4096x8192x8192] [--repeat 3] [--json]
+                                      [--clock wall|cpu]
 
 Prints wall times, their ratio, and where the simulator's time goes: the BLAS floor (the same
 number of 128x128x512 fp32 products numpy would need on their own), bf16->fp32 operand
 conversion, and everything else (Python bookkeeping: validation, regions, trace records).
 Both wall times are the best of --repeat runs, taken alternately (shared machines drift by 10-20%
-between runs; the best run is the least disturbed one, on both sides).
+between runs; the best run is the least disturbed one, on both sides); every run is listed too.
+``--clock cpu`` times this process's CPU time instead of wall time: steadier on a machine shared
+with other work, and meaningful with single-threaded BLAS (OPENBLAS_NUM_THREADS=1; with more threads
+it also counts BLAS threads spinning).
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -24,7 +29,10 @@ def main():
     ap.add_argument("--size", default="4096x8192x8192", help="MxKxN")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each side; the best is kept")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: this process's CPU time, steadier on a loaded shared machine")
     args = ap.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     M, K, N = (int(x) for x in args.size.split("x"))
     import trnsim.compat
     trnsim.compat.install()
@@ -44,6 +52,7 @@ def main():
     bk = max(1, min(8, K // 128))
     bn = max(1, min(2, N // 512))
     t_numpy = t_sim = float("inf")
+    runs_numpy, runs_sim = [], []
     from contextlib import nullcontext
     from rich.console import Console
     n = max(1, args.repeat)
@@ -52,13 +61,14 @@ def main():
         for r in range(n):
             if not args.json:
                 status.update(f"run {r + 1} of {n}: numpy fp32, then trnsim")
-            t = time.perf_counter()
+            t = clock()
             ref = a32.T @ b32
-            t_numpy = min(t_numpy, time.perf_counter() - t)
-            t = time.perf_counter()
+            runs_numpy.append(clock() - t)
+            t = clock()
             res = trn1_fully_optimized.run(lhsT, rhs, BM=bm, BN=bn, BK=bk,
                                            options=Options(target="trn1"))
-            t_sim = min(t_sim, time.perf_counter() - t)
+            runs_sim.append(clock() - t)
+    t_numpy, t_sim = min(runs_numpy), min(runs_sim)
     out = res.outputs.astype(np.float32)
     rel = float(np.abs(out - ref).max() / np.abs(ref).max())
     n_mm = sum(1 for i in res.traces[0] if i.opcode == "nc_matmul")
@@ -72,19 +82,23 @@ def main():
     t_blas = t_conv = float("inf")
     reps = 40
     for _ in range(5):  # best of 5 batches, like the wall times above
-        t = time.perf_counter()
+        t = clock()
         for _ in range(reps):
             s.T @ mv
-        t_blas = min(t_blas, (time.perf_counter() - t) / reps * n_mm)
-        t = time.perf_counter()
+        t_blas = min(t_blas, (clock() - t) / reps * n_mm)
+        t = clock()
         for _ in range(reps):
             sb.astype(np.float32)
             mb.astype(np.float32)
-        t_conv = min(t_conv, (time.perf_counter() - t) / reps * n_mm)
+        t_conv = min(t_conv, (clock() - t) / reps * n_mm)
     result = {
         "shape": [M, K, N], "repeat": max(1, args.repeat), "numpy_fp32_s": round(t_numpy, 3),
         "trnsim_s": round(t_sim, 3),
-        "ratio": round(t_sim / t_numpy, 2), "max_rel_error": rel, "matmul_instructions": n_mm,
+        "ratio": round(t_sim / t_numpy, 2),
+        "ratio_median": round(statistics.median(runs_sim) / statistics.median(runs_numpy), 2),
+        "runs_numpy_s": [round(x, 3) for x in runs_numpy],
+        "runs_trnsim_s": [round(x, 3) for x in runs_sim], "clock": args.clock,
+        "max_rel_error": rel, "matmul_instructions": n_mm,
         "instructions": n_ins, "blas_floor_s": round(t_blas, 3),
         "operand_conversion_s": round(t_conv, 3),
         "other_s": round(t_sim - t_blas - t_conv, 3),

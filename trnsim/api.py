@@ -243,3 +243,34 @@ def op_costs(target: str = "trn2", hardware: Optional[str] = None, **kwargs):
     from .model.opcost import SimulatedOpCosts
     kwargs.setdefault("timer", time_reference)
     return SimulatedOpCosts(target, hardware_file=hardware, **kwargs)
+
+
+# ------------------------------------------------------------------------------ profile
+def profile(est, top: int = 20, summary: Optional[dict] = None) -> dict:
+    """What the profile explains about an Estimate (hotspots, stalls, critical path, DMA detail,
+    speed of light, memory over time, verdict): ``trnsim.profile.insight.analyze``."""
+    from .profile.insight import analyze
+    return analyze(est, top=top, summary=summary)
+
+
+def compare_targets(kernel: Any, *args, targets: Sequence[str], options: Optional[Options] = None,
+                    **kwargs) -> Dict[str, Any]:
+    """Run and time ``kernel`` on each target (each its own run: the trace checks the target's
+    rules, e.g. tile sizes and dtypes); returns {canonical target: Estimate} in the given order."""
+    from .options import canonical_target
+    if not targets:
+        raise ConfigError("no target to compare", rule="targets", limit="one or more targets",
+                          value="", hint="e.g. --target trn1,trn2,trn3")
+    options = options or Options.from_env()
+    out: Dict[str, Any] = {}
+    for t in targets:
+        name = canonical_target(t, options.hardware_file)
+        if name not in out:
+            out[name] = time_kernel(kernel, *args, options=options.replace(target=name), **kwargs)
+    return out
+
+
+def compare_figures(ests: Dict[str, Any]) -> dict:
+    """The per-target figures of ``compare_targets`` side by side (JSON-ready)."""
+    from .profile.insight.targets import side_by_side
+    return side_by_side(ests)

@@ -168,3 +168,29 @@ class SbufSpillWarning(UserWarning):
 
 class UninitializedReadWarning(UserWarning):
     """Values derived from never-written SBUF/PSUM reached an output (error under TRNSIM_STRICT=1)."""
+
+
+class RaceError(KernelError):
+    """Two unordered sides (affine_range iterations, SPMD programs, LNC cores) touch overlapping
+    bytes and one writes (TRNSIM_STRICT=1; a RaceWarning otherwise)."""
+    rule = "race"
+
+
+class TrnsimWarning(UserWarning):
+    """Base class of trnsim's warnings that carry a rule (``rule``)."""
+    rule: str = "trnsim"
+
+
+class RaceWarning(TrnsimWarning):
+    """A race between unordered sides: ``rule``, ``first`` / ``second`` (side, role, source line),
+    ``tensor`` and the overlapping ``region``; an error (RaceError) under TRNSIM_STRICT=1."""
+    rule = "race"
+
+    def __init__(self, message: str, *, rule: str = "race", first=None, second=None,
+                 tensor: str = "", region: str = ""):
+        super().__init__(message)
+        self.rule = rule
+        self.first = first
+        self.second = second
+        self.tensor = tensor
+        self.region = region

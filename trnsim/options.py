@@ -11,6 +11,9 @@ Environment variables (all optional):
   TRNSIM_HARDWARE=<file>            a hardware data file that overrides the built-in catalog
   TRNSIM_TIMING_ONLY=1              skip numerics (shapes, regions and the trace are kept)
   TRNSIM_UNINIT=nan|zero            fill of fresh SBUF/PSUM allocations (NaN shows bugs)
+  TRNSIM_ENGINE_POLICY=fixed|earliest_finish  how the timing model places instructions left to
+                                    the compiler (engine=unknown); default: the hardware data's
+                                    timing.assign.policy
 """
 from __future__ import annotations
 
@@ -68,6 +71,9 @@ class Options:
     # (nki/core/fastforward.py): "auto" = legacy affine/sequential loops, "all" = also the new
     # API's unrolled loops, "off" = run every iteration
     fast_forward: Literal["auto", "all", "off"] = "auto"
+    # engine assignment of instructions left to the compiler (timing/assign.py); None = the
+    # hardware data's timing.assign.policy
+    engine_policy: Optional[str] = None
 
     def __post_init__(self):
         object.__setattr__(self, "target", canonical_target(self.target, self.hardware_file))
@@ -98,6 +104,7 @@ class Options:
             timing_only=_flag(env, "TRNSIM_TIMING_ONLY", False),
             uninit=(env.get("TRNSIM_UNINIT") or "nan").lower(),
             fast_forward=_fast_forward(env.get("TRNSIM_FAST_FORWARD")),
+            engine_policy=env.get("TRNSIM_ENGINE_POLICY") or None,
         )
         opts.update(overrides)
         return cls(**opts)

@@ -71,3 +71,17 @@ def dma_tr(a):
     t = nisa.dma_transpose(a[0:128, 0:128])
     nl.store(out, t)
     return out
+
+
+def masked(a):
+    """Partial tiles: masked ops on Vector, Scalar and GpSimd touching 100 of 512 columns."""
+    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(512)[None, :]
+    m = i_f < 100
+    u = nisa.tensor_copy(t, mask=m, engine=nisa.vector_engine)
+    v = nisa.activation(op=nl.exp, data=u, mask=m)
+    w = nisa.tensor_tensor(v, v, op=nl.add, mask=m, engine=nisa.gpsimd_engine)
+    nl.store(out[i_p, i_f], w, mask=m)
+    return out

@@ -22,7 +22,8 @@ from trnsim.timing.estimate import estimate
 HERE = os.path.dirname(os.path.abspath(__file__))
 bf16, f32, f8 = ml_dtypes.bfloat16, np.float32, ml_dtypes.float8_e4m3
 
-# read by the timing model only for instructions the probes do not issue
+# read by the timing model only for instructions the probes do not issue: each has its own probe
+# in test_override_conditional.py (which checks that this list and its cases agree)
 CONDITIONAL = {
     "timing.tensor.mm_init_cycles": "matmuls with fewer than 64 moving columns",
     "timing.tensor.ls_cycles_per_column": "LoadStationary not hidden behind the previous matmul",
@@ -38,6 +39,7 @@ CONDITIONAL = {
     "timing.dma.hwdge_latency_ns": "DMAs issued through the hardware DGE",
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",
+    "timing.gpsimd.bubble_overlap": "GpSimd instructions queued behind another GpSimd instruction",
     "clocks.profiler_base_hz": "descriptive (refused as an override, hardware/rules.py)",
 }
 
@@ -53,7 +55,8 @@ def _probes():
             (mod.engines, (np.ones((128, 512), bf16),)),
             (mod.engines, (np.ones((128, 512), f32),)),
             (mod.dmas, (np.ones((128, 8192), f32),)),
-            (mod.dma_tr, (np.ones((128, 128), bf16),))]
+            (mod.dma_tr, (np.ones((128, 128), bf16),)),
+            (mod.masked, (np.ones((128, 512), f32),))]
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +66,16 @@ def traces():
 
 
 def _signature(traces, hw):
-    """Latency and per-engine busy time of every probe on trn2 with hardware file ``hw``."""
+    """Latency and per-engine busy time of every probe on trn2 with hardware file ``hw``, with the
+    data's engine assignment and with every instruction on its traced engine (``fixed``: the
+    figures of an engine the assignment moved work away from still bind)."""
     out = []
     for tr in traces:
-        est = estimate(tr, "trn2", hw)
-        s = est.summary()
-        out.append((round(est.latency_ns, 6),) + tuple(round(v * est.latency_ns, 6)
-                                                      for k, v in sorted(s["engines"].items())))
+        for policy in (None, "fixed"):
+            est = estimate(tr, "trn2", hw, engine_policy=policy)
+            s = est.summary()
+            out.append((round(est.latency_ns, 6),) + tuple(round(v * est.latency_ns, 6)
+                                                          for k, v in sorted(s["engines"].items())))
     return out
 
 
@@ -91,6 +97,10 @@ def _changed(path: str, v):
     leaf = path.split(".")[-1]
     if isinstance(v, bool):
         return str(not v).lower()
+    if isinstance(v, str):  # the engine-assignment policy: the other one
+        return '"fixed"' if v != "fixed" else '"earliest_finish"'
+    if isinstance(v, tuple) and v and isinstance(v[0], str):  # engines balanced over: Vector only
+        return '["vector"]'
     if isinstance(v, tuple):
         return "[" + ", ".join(str(x / 2 if leaf == "efficiency" else x * 2) for x in v) + "]"
     if "efficiency" in leaf or leaf in ("throttle_start", "throttle_min_utilization"):

@@ -183,7 +183,10 @@ def test_a_follower_that_would_not_be_whole_is_refused(hw_file):
     assert err.rule == "hardware-file-link" and err.value == 1001
 
 
-def test_clock_override_changes_the_latency(hw_file, kernels):
+def test_clock_override_changes_the_latency(hw_file, kernels, monkeypatch):
+    # every op on its traced engine (Vector): the compiler's engine assignment would move the
+    # chain to GpSimd/Scalar once Vector is slower (timing/assign.py)
+    monkeypatch.setenv("TRNSIM_ENGINE_POLICY", "fixed")
     hw = hw_file("""
         [cores.v3.clocks]
         vector_hz = { value = 0.48e9, source = "choice: test (half the v3 clock)" }

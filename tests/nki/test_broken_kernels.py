@@ -54,6 +54,14 @@ def _err_line(path: pathlib.Path) -> int:
     return lines[0]
 
 
+def _err2_line(path: pathlib.Path):
+    """The second line a report must name (a race's other side), marked ``# ERR2``; or None."""
+    text = path.read_text().splitlines()
+    lines = [i + 1 for i, t in enumerate(text) if t.rstrip().endswith("# ERR2")]
+    assert len(lines) <= 1, f"{path.name} marks more than one line with '# ERR2'"
+    return lines[0] if lines else None
+
+
 def _expect(mod, variant: int) -> dict:
     e = mod.EXPECT
     return e[variant] if isinstance(e, (list, tuple)) else e
@@ -104,6 +112,8 @@ def test_broken_kernel(path, variant):
             assert want in str(getattr(e, key)), (key, getattr(e, key))
             assert want in msg, (key, msg)
     assert _blames(msg, path, line), msg
+    other = _err2_line(path)
+    assert other is None or _blames(msg, path, other), msg
     _check_traceback(ei, path, line, deferred=exp.get("deferred", False))
 
 
@@ -147,6 +157,9 @@ def _check_warning(mod, exp: dict, path: pathlib.Path, line: int) -> None:
     assert len(rec) == len(got), [str(w.message) for w in rec]
     msgs = [str(w.message) for w in got]
     assert any(m.startswith(f"[{exp['rule']}]") and _blames(m, path, line) for m in msgs), msgs
+    other = _err2_line(path)
+    assert other is None or any(_blames(m, path, line) and _blames(m, path, other)
+                                for m in msgs), msgs
     for key in ("limit", "value"):
         if key in exp:
             assert any(str(exp[key]) in m for m in msgs), (key, msgs)

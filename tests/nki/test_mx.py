@@ -732,3 +732,48 @@ def test_x4_dma_moves_raw_bits_and_refuses_casts():
     with pytest.raises(DtypeError) as e:
         _run(bad, words)
     assert e.value.rule == "dma-mx-cast"
+
+
+# ------------------------------------------------------------------ host static_cast to/from x4
+def test_static_cast_packs_four_values_per_x4_element_by_hand():
+    from trnsim.frontends.nki import language as nl
+    a = np.array([[1.0, 2.0, -0.5, 448.0, 0.25, 3.0, 4.0, 6.0]], dtype=np.float32)
+    w = nl.static_cast(a, nl.float8_e4m3fn_x4)
+    assert w.dtype == dt.float8_e4m3fn_x4 and w.shape == (1, 2)       # [.., 8] -> [.., 2]
+    # e4m3fn (bias 7): 1.0 = 0x38, 2.0 = 0x40, -0.5 = 0xB0, 448 = 0x7E; 0.25 = 0x28, 3 = 0x44,
+    # 4 = 0x48, 6 = 0x4C; value j in byte j, least significant first
+    assert w.view(np.uint32).tolist() == [[0x7EB04038, 0x4C484428]]
+    # e2m1 (bias 1): 1 = 0x2, 2 = 0x4, -0.5 = 0x9, 448 saturates to 6 = 0x7; nibble j = value j
+    w4 = nl.static_cast(a, nl.float4_e2m1fn_x4)
+    assert w4.dtype == dt.float4_e2m1fn_x4 and w4.shape == (1, 2)
+    assert int(w4.view(np.uint16)[0, 0]) == 0x7942
+    # and back: x4 [.., 2] -> float32 [.., 8] / the element type, values as written
+    np.testing.assert_array_equal(nl.static_cast(w, np.float32), a)
+    e = nl.static_cast(w, nl.float8_e4m3fn)
+    assert e.dtype == E4 and e.shape == (1, 8)
+    np.testing.assert_array_equal(nl.static_cast(w4, np.float32)[0, :4], [1.0, 2.0, -0.5, 6.0])
+
+
+def test_static_cast_x4_odd_last_axis_is_refused_by_name():
+    from trnsim.frontends.nki import language as nl
+    with pytest.raises(ShapeError) as e:
+        nl.static_cast(np.ones((2, 6), np.float32), nl.float8_e5m2_x4)
+    assert e.value.rule == "mx-pack-shape" and "(2, 6)" in str(e.value)
+
+
+def test_static_cast_x4_weights_reach_a_kernel_as_packed_words():
+    from trnsim.frontends.nki import language as nl
+    vals = (np.arange(128, dtype=np.float32).reshape(32, 4) % 16 - 8) / 2   # k/2, |k| <= 8: exact
+    w = nl.static_cast(vals, nl.float8_e4m3fn_x4)                       # [32, 1] x4
+
+    def k(x):
+        assert x.dtype == dt.float8_e4m3fn_x4 and tuple(x.shape) == (32, 1)
+        t = _nd((32, 1), dt.float8_e4m3fn_x4, alloc.sbuf)
+        dma.copy(t, x)
+        o = _nd((32, 1), dt.uint32, alloc.shared_hbm)
+        dma.copy(o, t)
+        return o
+
+    o = _run(k, w).outputs                                               # one output: the array
+    back = o.view(np.uint8).reshape(32, 4).view(E4).astype(np.float32)   # bytes j = value j
+    np.testing.assert_array_equal(back, vals)

@@ -256,11 +256,14 @@ def test_lnc2_ranks_meet_core_by_core():
         H, W = inp.shape
         c = nl.program_id(0)
         half = H // 2
-        src, dst = _hbm((half, W), inp.dtype, "src"), _hbm((half, W), inp.dtype, "dst")
+        # shared_hbm is shared by the two LNC cores: each core stages its own half (one
+        # staging tensor written by both cores would be a race, and trnsim reports it)
+        src, dst = _hbm((H, W), inp.dtype, "src"), _hbm((H, W), inp.dtype, "dst")
         out = _hbm((H, W), inp.dtype)
-        nisa.dma_copy(dst=src, src=inp[c * half:(c + 1) * half, :])
-        ncc.all_reduce(srcs=[src], dsts=[dst], replica_group=rg, op=nl.add)
-        nisa.dma_copy(dst=out[c * half:(c + 1) * half, :], src=dst)
+        mine = slice(c * half, (c + 1) * half)
+        nisa.dma_copy(dst=src[mine, :], src=inp[mine, :])
+        ncc.all_reduce(srcs=[src[mine, :]], dsts=[dst[mine, :]], replica_group=rg, op=nl.add)
+        nisa.dma_copy(dst=out[mine, :], src=dst[mine, :])
         return out
 
     x = _x(2, 16, 8, seed=14)

@@ -34,25 +34,28 @@ def test_perfetto_json_is_valid_trace_event_format(estimate, tmp_path):
     threads = {}
     slices = []
     for ev in doc["traceEvents"]:
-        assert ev["ph"] in ("M", "X")
+        assert ev["ph"] in ("M", "X", "C", "s", "f")
         assert isinstance(ev["pid"], int)
         if ev["ph"] == "M":
-            assert ev["name"] in ("process_name", "thread_name", "thread_sort_index")
+            assert ev["name"] in ("process_name", "thread_name", "thread_sort_index",
+                                  "process_sort_index")
             if ev["name"] == "thread_name":
                 threads[(ev["pid"], ev["tid"])] = ev["args"]["name"]
-        else:
+        elif ev["ph"] == "X":
             for k in ("ts", "dur", "name", "tid"):
                 assert k in ev
             assert ev["dur"] >= 0 and ev["ts"] >= 0
             assert (ev["pid"], ev["tid"]) in threads  # every slice sits on a named track
+            if ev["cat"] == "gap":   # a labelled fixed-cost gap on the notes thread: no instruction
+                continue
             assert ":" in ev["args"]["source"] and ev["args"]["source"].split(":")[1].isdigit()
             slices.append(ev)
     names = set(threads.values())
-    assert {"NC0:PE", "NC0:DVE", "NC0:ACT", "NC0:POOL"} <= names
-    assert {f"NC0:DMA:q{q}" for q in range(16)} <= names
+    assert {"Tensor (PE)", "Vector (DVE)", "Scalar (ACT)", "GpSimd (POOL)"} <= names
+    assert {f"DMA q{q}" for q in range(16)} <= names
     # every PE instruction of the trace appears once on the PE track, with the model's duration
     tl = estimate.cores[0].timeline
-    pe = [e for e in slices if threads[(e["pid"], e["tid"])] == "NC0:PE"]
+    pe = [e for e in slices if threads[(e["pid"], e["tid"])] == "Tensor (PE)"]
     n_pe = sum(1 for i in estimate.cores[0].trace if i.engine == "tensor")
     assert len(pe) == n_pe
     i0 = pe[0]["args"]["instruction"]
@@ -197,7 +200,8 @@ def test_perfetto_keeps_the_first_instructions_when_limited(estimate, tmp_path):
     p = tmp_path / "t.json"
     write_perfetto(estimate, str(p), max_instructions=5)
     doc = json.loads(p.read_text())
-    idx = {ev["args"]["instruction"] for ev in doc["traceEvents"] if ev["ph"] == "X"}
+    idx = {ev["args"]["instruction"] for ev in doc["traceEvents"]
+           if ev["ph"] == "X" and ev["cat"] != "gap"}
     assert idx == set(range(5))
     assert doc["otherData"]["truncated"] == {"instructions_shown_per_core": 5,
                                              "instructions_per_core": n}
@@ -209,26 +213,3 @@ def test_perfetto_keeps_the_first_instructions_when_limited(estimate, tmp_path):
     budget = sum(per[:7]) + per[7] - 1     # one slice short of taking instruction 7 too
     assert instruction_limit(estimate, budget) == 7
     assert instruction_limit(estimate, sum(per)) == 0  # everything fits: no limit
-
-
-def test_html_merges_slices_of_long_kernels_without_losing_any(estimate, monkeypatch):
-    from trnsim.profile import html
-    from trnsim.profile.events import events
-    evs = list(events(estimate, details=False))
-    monkeypatch.setattr(html, "MAX_EVENTS", len(evs) // 4)
-    data = html.report_data(estimate)
-    flat = data["events"]
-    bars = [flat[k:k + 5] for k in range(0, len(flat), 5)]
-    assert 0 < len(bars) < len(evs)
-    counted = 0
-    for track, s, d, name, _ in bars:
-        label = data["names"][name]
-        counted += int(label.split()[0]) if label.endswith("instructions") else 1
-    assert counted == len(evs)                       # every slice is in exactly one bar
-    by_track = {}
-    for track, s, d, _, _ in bars:
-        by_track.setdefault(track, []).append((s, s + d))
-    for spans in by_track.values():
-        spans.sort()
-        assert all(a[1] <= b[0] + 0.1 for a, b in zip(spans, spans[1:]))  # bars do not overlap
-    assert max(s + d for _, s, d, _, _ in bars) <= estimate.latency_ns + 0.1

@@ -18,7 +18,8 @@ def register(sub) -> None:
                    help=SHAPE_HELP.replace("%", "%%"))
     p.add_argument("--inputs", metavar="FILE.npz", help="real inputs by parameter name")
     p.add_argument("--target", default=None, help="trn1 | trn2 | trn3, or a target of the --hardware "
-                   "file (default: $TRNSIM_TARGET or trn2)")
+                   "file (default: $TRNSIM_TARGET or trn2); several, comma-separated "
+                   "(trn1,trn2,trn3), print the figures side by side")
     p.add_argument("--grid", default=None, help="legacy SPMD launch grid, e.g. 2,4")
     p.add_argument("--lnc", type=int, default=None, help="new-API logical NeuronCore count (1 or 2)")
     p.add_argument("--api", choices=("legacy", "new"), default=None,
@@ -38,7 +39,13 @@ def register(sub) -> None:
                    "tables (needs pyarrow)")
     p.add_argument("--hardware", metavar="FILE.toml", help="hardware figures merged over the catalog")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--top", type=int, default=None, metavar="N",
+                   help="rows of the hotspot, opcode and stall tables (default 10; --json: 20)")
+    p.add_argument("--detail", action="store_true",
+                   help="also show the longest stalls, DMA transfers, the critical path and memory peaks")
+    p.add_argument("--save", metavar="FILE.json",
+                   help="write the summary and profile as JSON (what `trnsim diff` compares)")
+    p.add_argument("--json", action="store_true", help="print the summary and the profile as JSON")
     p.set_defaults(func=run)
 
 
@@ -49,7 +56,8 @@ def check_args(args):
     from ..hardware import load_catalog
     from ..options import Options
     from ..validate import check_output_path, parse_grid, positive_int
-    opts = Options.from_env(**({"target": args.target} if args.target else {}),
+    targets = parse_targets(args.target)
+    opts = Options.from_env(**({"target": targets[0]} if targets else {}),
                             **({"hardware_file": args.hardware} if args.hardware else {}),
                             **({"fast_forward": args.fast_forward} if args.fast_forward else {}),
                             timing_only=bool(args.timing_only))
@@ -69,50 +77,118 @@ def check_args(args):
         from ..errors import ConfigError
         raise ConfigError("--trace-limit must be 0 (all) or positive", rule="option-value", limit=">= 0",
                           value=args.trace_limit, where=f"--trace-limit {args.trace_limit}")
+    if args.top is not None and args.top < 1:
+        from ..errors import ConfigError
+        raise ConfigError("--top must be 1 or more", rule="option-value", limit=">= 1",
+                          value=args.top, where=f"--top {args.top}")
+    if len(targets) > 1:
+        from ..errors import ConfigError
+        from ..options import canonical_target
+        for t in targets[1:]:
+            canonical_target(t, opts.hardware_file)  # an unknown one fails before any run
+        for path, opt in ((args.trace, "--trace"), (args.html, "--html"),
+                          (args.parquet, "--parquet")):
+            if path:
+                raise ConfigError(f"{opt} writes one run's profile; --target names {len(targets)}",
+                                  rule="targets-outputs", limit="one target with " + opt,
+                                  value=args.target, where=f"--target {args.target}",
+                                  hint="run once per target to write each profile")
     for path, opt, folder in ((args.trace, "--trace", False), (args.html, "--html", False),
-                              (args.parquet, "--parquet", True)):
+                              (args.parquet, "--parquet", True), (args.save, "--save", False)):
         if path:
             check_output_path(path, opt, directory=folder)
     return opts, grid
+
+
+def parse_targets(text):
+    """``--target a,b,c`` as a list (empty when not given); an empty name is an error."""
+    if text is None:
+        return []
+    names = [t.strip() for t in str(text).split(",")]
+    if not all(names):
+        from ..errors import ConfigError
+        raise ConfigError("--target has an empty name", rule="option-value",
+                          limit="comma-separated target names", value=text,
+                          where=f"--target {text}", hint="e.g. --target trn1,trn2,trn3")
+    return names
 
 
 def run(args) -> int:
     """Run, time and profile FILE::FUNC as the command line asks; print the summary."""
     from .. import api
     opts, grid = check_args(args)
+    targets = parse_targets(args.target)
     k = api.kernel_of(api.load_kernel(args.target_spec), api=args.api, grid=grid, lnc=args.lnc)
     inputs = api.make_inputs(args.arg, args.seed, not args.timing_only, npz=args.inputs,
                              target=opts.target, hardware=opts.hardware_file)
     pos, kw = api.bind_inputs(k, inputs)
+    if len(targets) > 1:
+        return _run_targets(args, api, k, pos, kw, opts, targets)
     t0 = time.perf_counter()
     with Spinner(not args.json):
         est = api.time_kernel(k, *pos, options=opts, **kw)
     est.sim_seconds = time.perf_counter() - t0
+    s = est.summary()
+    # one analysis for the terminal, --json and the renderers (the HTML wants 20 rows at least)
+    top = args.top if args.top is not None and args.json else max(_top(args), 20)
+    with Spinner(not args.json, "analysing the profile"):
+        prof = api.profile(est, top=top, summary=s)
+    s["bottleneck"] = prof["verdict"]
     trace_note = ""
     if args.trace:
         from ..profile.perfetto import shown, write_perfetto
         with Spinner(not args.json, "writing the trace"):
-            write_perfetto(est, args.trace, args.trace_limit)
+            write_perfetto(est, args.trace, args.trace_limit, analysis=prof, summary=s)
         n = shown(est, args.trace_limit)
         if n is not None:
             trace_note = f" (first {n:,} instructions per core; --trace-limit 0 writes all)"
     if args.html:
         from ..profile.html import write_html
         with Spinner(not args.json, "writing the HTML report"):
-            write_html(est, args.html)
+            write_html(est, args.html, analysis=prof, summary=s)
     if args.parquet:
         from ..profile.parquet import write_parquet
         with Spinner(not args.json, "writing Parquet tables"):
             write_parquet(est, args.parquet)
-    s = est.summary()
+    s["profile"] = prof
+    if args.save:
+        _save(args.save, s)
     if args.json:
         from .output import print_json
         print_json(s)
         return 0
+    _print_summary(args, est, s, prof)
+    for p in (args.trace, args.html, args.parquet, args.save):
+        if p:
+            con_print(f"wrote {p}" + (trace_note if p is args.trace else ""))
+    return 0
+
+
+def _top(args) -> int:
+    """Rows per table: --top, else 10 on the terminal and 20 in JSON."""
+    return args.top if args.top is not None else (20 if args.json or args.save else 10)
+
+
+def _save(path, doc) -> None:
+    import json
+    from .output import _default
+    with open(path, "w") as f:
+        json.dump(doc, f, default=_default)
+
+
+def con_print(text: str) -> None:
+    """Print one line on the rich console."""
+    from .output import console
+    console().print(text)
+
+
+def _print_summary(args, est, s, prof) -> None:
+    from . import kernel_view as kv
     from .output import console, table
     rows = [("latency", f"{s['latency_us']:,.3f} us"), ("instructions", f"{s['instructions']:,}"),
             ("HFU (hardware FLOPs utilization)", f"{100 * s['hfu']:.2f} %"),
             ("HBM bytes", f"{s['hbm_bytes']:,}"), ("HBM bandwidth", f"{s['hbm_gbps']:.1f} GB/s"),
+            *kv.speed_rows(prof["speed_of_light"]),
             ("PE throttled", f"{s['pe_throttled_us']} us"),
             ("SBUF peak per partition", f"{s['sbuf_peak_bytes_per_partition'] / 1024:.1f} KiB"
              + (f" (spills {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB, not timed)"
@@ -120,13 +196,52 @@ def run(args) -> int:
             ("trnsim wall time", f"{est.sim_seconds:.2f} s")]
     con = console()
     con.print(table(f"{s['kernel']} on {s['target']}", ["figure", "value"], rows))
-    eng = [(k_, f"{100 * v:.1f} %") for k_, v in s["engines"].items() if not k_.startswith("DMA:q")]
-    qs = [v for k_, v in s["engines"].items() if k_.startswith("DMA:q")]
-    if qs:
-        eng.append(("DMA queues (min / max)", f"{100 * min(qs):.1f} % / {100 * max(qs):.1f} %"))
-    con.print(table("engine busy share", ["engine", "busy"], eng))
+    con.print(table(f"engine busy share (core {prof['core']})",
+                    ["engine", "busy", "idle time waits on (share of the run)"],
+                    kv.engine_rows(s, prof)))
+    top = args.top or 10
+    con.print(kv.hotspot_table(prof, top))
+    con.print(kv.opcode_table(prof, top))
+    con.print(kv.dma_line(prof))
+    if args.detail:
+        for t in kv.detail_tables(prof, top):
+            con.print(t)
     con.print(f"[bold]{s['bottleneck']}[/]")
-    for p in (args.trace, args.html, args.parquet):
-        if p:
-            con.print(f"wrote {p}" + (trace_note if p is args.trace else ""))
+
+
+def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
+    """--target a,b,c: one run per target, figures side by side (JSON: summary + profile each)."""
+    t0 = time.perf_counter()
+    with Spinner(not args.json):
+        ests = api.compare_targets(k, *pos, targets=targets, options=opts, **kw)
+    for e in ests.values():
+        e.sim_seconds = (time.perf_counter() - t0) / len(ests)
+    cmp = api.compare_figures(ests)
+    with Spinner(not args.json, "analysing the profiles"):
+        profs = {t: api.profile(e, top=_top(args)) for t, e in ests.items()}
+    doc = dict(cmp)
+    for t, e in ests.items():
+        doc["targets"][t]["verdict"] = profs[t]["verdict"]
+        doc["targets"][t]["summary"] = {**e.summary(), "bottleneck": profs[t]["verdict"]}
+        doc["targets"][t]["profile"] = profs[t]
+    if args.save:
+        _save(args.save, doc)
+    if args.json:
+        from .output import print_json
+        print_json(doc)
+        return 0
+    from . import kernel_view as kv
+    from .output import console
+    con = console()
+    con.print(kv.targets_table(cmp))
+    for t in ests:
+        con.print(f"[bold]{t}[/]: {profs[t]['verdict']}")
+    if args.save:
+        con.print(f"wrote {args.save}")
+    return 0
+    from . import kernel_view as kv
+    from .output import console
+    console().print(kv.targets_table(cmp))
+    if args.save:
+        con_print(f"wrote {args.save}")
     return 0

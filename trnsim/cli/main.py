@@ -14,7 +14,7 @@ from typing import List, Optional
 from ..errors import TrnsimError
 
 # subcommand modules, in the order they appear in --help
-SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd", "plan_cmd",
+SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "diff_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd", "plan_cmd",
                "compare_cmd", "evaluate_cmd")
 
 
@@ -22,10 +22,41 @@ class _UsageError(Exception):
     """argparse's complaint about the command line, raised instead of exiting when --json is given."""
 
 
+def help_width(stream=None) -> int:
+    """Width for ``--help``: $COLUMNS, else the terminal's width, else no wrapping when piped."""
+    import os
+    import shutil
+    stream = sys.stdout if stream is None else stream
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        return shutil.get_terminal_size().columns
+    from .output import PIPE_WIDTH  # the same "never split a line" width the tables use
+    return PIPE_WIDTH
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter at ``help_width()`` (argparse alone wraps at 80 columns when piped)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position,
+                         help_width() if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors can be reported as JSON (see ``main``)."""
 
     json_errors = False
+
+    def __init__(self, *args, **kwargs):
+        # subcommands that ask for their own formatter keep it; the rest get the width rule above
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         """Report a usage error: JSON on stdout under --json, argparse's usual text otherwise."""

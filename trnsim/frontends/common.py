@@ -12,6 +12,7 @@ from ..errors import KernelError, TileSizeFieldError
 from ..options import Options
 from ..nki.core import dtypes as dt
 from ..nki.core import fastforward
+from ..nki.core import races
 from ..nki.core.alu import register_token
 from ..nki.core.context import current, maybe_current
 
@@ -185,30 +186,43 @@ def _ints(*a):
     return out
 
 
-def _loop(r, traced_once: bool, fast: bool = False):
+def _loop(r, traced_once: bool, fast: bool = False, parallel: bool = False):
     """Iterate ``r``, recording in the kernel context which iteration of which loop is running.
 
     Legacy NKI traces the body of affine/sequential loops once, so Python side effects in the body
     (e.g. ``cur_addr += size`` between manual allocations) happen once; allocation uses this to
     give later iterations the placement of the first (see alloc.py).  ``fast``: a loop whose body
-    may be fast-forwarded in timing-only runs (see core/fastforward.py)."""
+    may be fast-forwarded in timing-only runs (see core/fastforward.py).  ``parallel``: iterations
+    in no defined order (``affine_range``): where each starts is kept for the race check
+    (core/races.py), which runs when the loop ends."""
     ctx = maybe_current()
     if ctx is None:
         yield from r
         return
     frame = [0, traced_once]
     ctx.loops.append(frame)
+    rec = races.LoopRecord(r) if parallel and len(r) > 1 else None
+    marks = rec.marks if rec is not None else None
+    tr = ctx.trace
 
     def at(k: int) -> None:
         frame[0] = k
+        if marks is not None:
+            marks.extend((k, len(tr.instructions), tr.remap_epoch()))
 
     try:
         if fast and fastforward.enabled(ctx):
             yield from fastforward.loop(ctx, r, at)
+        elif marks is not None:
+            for k, i in enumerate(r):
+                at(k)
+                yield i
         else:
             for k, i in enumerate(r):
                 frame[0] = k
                 yield i
+        if rec is not None:
+            races.end_loop(ctx, rec)
     finally:
         for j in range(len(ctx.loops) - 1, -1, -1):  # by identity: equal frames are distinct loops
             if ctx.loops[j] is frame:
@@ -217,8 +231,9 @@ def _loop(r, traced_once: bool, fast: bool = False):
 
 
 def affine_range(*args, **kw):
-    """Iterations without carried dependencies (the simulator runs them in order)."""
-    return _loop(builtins.range(*_ints(*args)), True, True)
+    """Iterations without carried dependencies (the simulator runs them in order; overlapping
+    accesses between iterations are reported as races, see core/races.py)."""
+    return _loop(builtins.range(*_ints(*args)), True, True, True)
 
 
 def sequential_range(*args, **kw):
@@ -234,6 +249,7 @@ def static_range(*args, **kw):
 def program_id(axis: int = 0) -> int:
     """This instance's index along axis of the launch grid (0 without a grid)."""
     ctx = current()
+    races.note_program_id(ctx)  # programs that never ask are replicas (races.py)
     if not ctx.program_id:
         return 0
     if not 0 <= int(axis) < len(ctx.program_id):
@@ -271,6 +287,9 @@ def static_cast(input_data, dtype):
     a = np.asarray(input_data)
     if a.dtype == d:
         return a.copy()
+    if dt.is_packed(d) or dt.is_packed(a.dtype):  # x4 MX: 4 values per element (pack / unpack)
+        from ..nki.ops.mx_format import static_cast_x4
+        return static_cast_x4(a, d)
     if d in dt.LOW_PRECISION_FLOATS and a.dtype.kind in "iu":
         a = a.astype(np.float32)
     if a.dtype in dt.LOW_PRECISION_FLOATS and d.kind in "iu":

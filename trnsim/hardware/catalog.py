@@ -9,7 +9,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, HardwareFileError
 from .loader import build, load_merged, read_toml, resolve_bases, unwrap
-from .rules import check_core, check_descriptive, follow_links
+from .rules import check_core, check_descriptive, check_extra, check_extra_ranges, follow_links
 from .schema import TOPOLOGIES, ChipSpec, CoreSpec, InstanceSpec
 
 BUILTIN_FILES = ("cores.toml", "chips.toml", "instances.toml", "numerics.toml", "sources.toml")
@@ -124,6 +124,12 @@ def _build_all(raw: dict, origin: dict, user: Optional[dict] = None, builtin: Op
                               user[section], user_file)
     extra = {k: v for k, v in raw.items()
              if k not in ("cores", "chips", "instances", "numerics", "sources")}
+    for section, table in list(extra.items()) + [("numerics", raw.get("numerics", {}))]:
+        where = origin.get(section, section)
+        if isinstance(user.get(section), Mapping):
+            check_extra(section, builtin.get(section, {}), user[section], user_file)
+        if isinstance(table, Mapping):
+            check_extra_ranges(section, table, where)
     return Catalog(cores=cores, chips=chips, numerics=numerics, source_tags=dict(tags), extra=extra,
                    instances=instances)
 

@@ -188,3 +188,81 @@ def check_core(core, file: str) -> None:
     if not s.lnc or any(n <= 0 for n in s.lnc) or 1 not in s.lnc:
         raise HardwareFileError(f"{file}: core {s.key}: lnc must list positive core counts, 1 among them",
                                 rule="hardware-file-range", limit="e.g. [1, 2]", value=list(s.lnc))
+
+
+# The data files beside the catalog (loaded raw into ``Catalog.extra``, plus numerics): figures no
+# code reads, stated to document how the model is built; an override would be ignored, so refused.
+# "*" stands for any entry key (a GPU system).
+DESCRIPTIVE_EXTRA = {
+    # the fabric code hard-codes these choices (fabric/topology, fabric/flows): they say what it does
+    "fabric": ("links.intra_chip_source", "switch.non_blocking", "switch.port_figure", "efa.non_blocking"),
+    # a single-rank collective is always one on-chip DMA copy (timing/collectives.py)
+    "in_kernel_collectives": ("local_copy_uses_dma",),
+    # float writes follow ml_dtypes (RNE, its overflow rules); stochastic rounding is an option
+    "numerics": ("conversion.float_to_float_rounding", "conversion.fp8_overflow"),
+    # shown by `trnsim hw` / compare tables only; power comes from cost/ data, not this figure
+    "gpus": ("systems.*.vcpus", "systems.*.host_memory_bytes", "systems.*.system_power_watts"),
+}
+# sections whose user overrides must name figures the built-in file has ("*": a new entry may be
+# added there, with the keys its siblings have); gpus.toml's loader checks its own entries' keys
+KNOWN_KEYS_ONLY = {"fabric": ("runtime.*",), "in_kernel_collectives": (), "numerics": ()}
+# range of extra figures the loaders read without a check of their own
+RANGES_EXTRA = {"in_kernel_collectives": {"issue_overhead_s": "nonnegative", "channels": "count"}}
+
+
+def _leaves(table: Mapping, pre: str = ""):
+    """(dotted path, entry) of every figure or plain value in a raw TOML table."""
+    for k, v in table.items():
+        p = f"{pre}.{k}" if pre else k
+        if isinstance(v, Mapping) and "value" not in v:
+            yield from _leaves(v, p)
+        else:
+            yield p, v
+
+
+def _matches(pattern: str, path: str) -> bool:
+    a, b = pattern.split("."), path.split(".")
+    return len(a) == len(b) and all(x == "*" or x == y for x, y in zip(a, b))
+
+
+def check_extra(section: str, builtin: Mapping, user: Mapping, file: str) -> None:
+    """A user file's ``[section]`` of an extra data file: names only known figures (or new entries
+    where the section takes them), changes no descriptive figure, and keeps every number finite."""
+    open_prefixes = KNOWN_KEYS_ONLY.get(section)
+    for path, entry in _leaves(user):
+        value = _value(entry)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise HardwareFileError(f"{file}: {section}.{path} must be a finite number",
+                                    rule="hardware-file-range", limit="finite", value=value)
+        ref = _get(builtin, path)
+        if open_prefixes is not None and ref is None:
+            keys = path.split(".")
+            sib = [_get(builtin, ".".join(keys[:-2])) for p in open_prefixes
+                   if _matches(p, ".".join(keys[:-1]))]
+            known = {k for t in sib if isinstance(t, Mapping) for e in t.values()
+                     if isinstance(e, Mapping) for k in e}
+            if not sib or keys[-1] not in known:
+                raise HardwareFileError(f"{file}: {section}.{path} is not a figure trnsim reads",
+                                        rule="hardware-file-unknown-key", value=path,
+                                        limit=sorted(known) if sib else None,
+                                        hint=f"see trnsim/hardware/data/{section}.toml for the names")
+        for pat in DESCRIPTIVE_EXTRA.get(section, ()):
+            if _matches(pat, path) and ref is not None and value != _value(ref):
+                raise HardwareFileError(
+                    f"{file}: {section}.{path} is descriptive (it states how the model is built; no "
+                    f"code reads it): an override would be silently ignored, so it is refused",
+                    rule="hardware-file-not-overridable", limit=f"the built-in {_value(ref)}",
+                    value=value, hint=f"remove {path} from the file")
+
+
+def check_extra_ranges(section: str, merged: Mapping, file: str) -> None:
+    """Range of the extra figures in ``RANGES_EXTRA`` (built-in and user values alike)."""
+    for name, kind in RANGES_EXTRA.get(section, {}).items():
+        v = _value(_get(merged, name))
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        ok = number and math.isfinite(v) and (v >= 0 if kind == "nonnegative" else
+                                              (isinstance(v, int) and v >= 1))
+        if not ok:
+            want = ">= 0" if kind == "nonnegative" else "a whole number >= 1"
+            raise HardwareFileError(f"{file}: {section}.{name} must be {want}",
+                                    rule="hardware-file-range", limit=want, value=v)

@@ -130,6 +130,10 @@ class VectorTiming:
     strided_penalty: float
     # the fast 16-bit data path also takes FP8 operands (Vector and Scalar perf modes)
     fp8_on_16bit_path: bool = False
+    # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
+    bubble_overlap: float = 0.0
+    # a masked instruction costs its active elements per partition (False: the full tile)
+    masked_active_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,10 @@ class ScalarTiming:
     reduce_extra_cycles: float
     bf16_speedup: float
     strided_penalty: float
+    # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
+    bubble_overlap: float = 0.0
+    # a masked instruction costs its active elements per partition (False: the full tile)
+    masked_active_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,12 @@ class GpSimdTiming:
     access_bubble_cycles: float
     min_ii_cycles: float
     latency_cycles: float
+    # cycles per element for two-input (tensor_tensor-class) instructions, over one-input ones
+    two_input_factor: float = 1.0
+    # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
+    bubble_overlap: float = 0.0
+    # a masked instruction costs its active elements per partition (False: the full tile)
+    masked_active_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,18 @@ class PortTiming:
 
 
 @dataclass(frozen=True)
+class AssignTiming:
+    """How the timing model places instructions the kernel left to the compiler (``engine_auto``):
+    ``fixed`` keeps the traced default engine; ``earliest_finish`` takes the capable engine that
+    finishes it first (a non-default one only when ``switch_margin_ns`` sooner)."""
+    policy: str = "fixed"
+    switch_margin_ns: float = 0.0
+    engines: Tuple[str, ...] = ("vector", "gpsimd", "scalar")
+    # two-input (tensor_tensor-class) instructions may move too (False: they keep their default)
+    balance_two_input: bool = False
+
+
+@dataclass(frozen=True)
 class CoreTiming:
     """Cost-model figures of one NeuronCore generation (hardware.md section 11)."""
     tensor: TensorTiming
@@ -190,6 +216,7 @@ class CoreTiming:
     dma: DmaTiming
     sync: SyncTiming
     ports: PortTiming
+    assign: AssignTiming = AssignTiming()
 
 
 @dataclass(frozen=True)

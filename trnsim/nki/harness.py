@@ -19,7 +19,7 @@ from ..errors import KernelError, LaunchError, TrnsimError
 from ..options import Options
 from ..source import SourceLoc, describe, is_internal, strip_internal_frames, user_loc
 from .core import dtypes as dt
-from .core import fastforward
+from .core import fastforward, races
 from .core.context import KernelContext, maybe_current, running
 from .core.conventions import Conventions, conventions
 from .core.storage import Storage
@@ -271,13 +271,17 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
             traces = [trace]
             ACTIVE_TRACES.append(trace)
             points = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
+            programs = races.ProgramMarks(trace)  # where each program starts (race check)
             for pid in points:
+                programs.mark()
                 ctx = KernelContext(options=opts, conventions=conv, core_id=0, program_id=pid,
                                     grid=grid,
                                     trace=trace, shared=shared, kernel_name=kname, lnc=1)
                 with running(ctx):
                     ret = fn(*cargs, **ckw)
                     ctx.check_capacity()
+            races.check_programs(shared, programs, grid)
+            races.report(shared, opts.strict)
             with running(ctx):  # all instances together must have written every output
                 _check_outputs_written(ctx, ret)
         outputs = _outputs(ret, inputs.any_torch)
@@ -345,6 +349,7 @@ def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
     errors: List[Optional[BaseException]] = [None] * lnc
     shared_lock = threading.Lock()
     ctxs: List[Optional[KernelContext]] = [None] * lnc
+    sid0 = races.ProgramMarks(traces[0]).sid0  # storages older than this: the launch's inputs
 
     def body(i):
         ctx = KernelContext(options=opts, conventions=conv, core_id=i, program_id=(i,), grid=(lnc,),
@@ -368,6 +373,8 @@ def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
     for e in errors:
         if e is not None and not getattr(e, "_trnsim_secondary", False):
             raise e
+    races.check_cores(shared, traces, sid0)
+    races.report(shared, opts.strict)
     with running(ctxs[0]):  # both cores write the shared outputs: check once both are done
         _check_outputs_written(ctxs[0], results[0])
     return results[0], traces

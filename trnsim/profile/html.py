@@ -1,168 +1,220 @@
-"""A self-contained HTML report (no network): the summary, engine busy bars and a zoomable
-timeline drawn on a canvas from data embedded in the page."""
+"""A self-contained HTML profile (no network): the summary and verdict, a zoomable timeline with
+the SBUF / PSUM occupancy under it on the same time axis, then the explaining sections
+(``html_sections``: hotspots, stalls, critical path, DMA detail, speed of light).
+
+The timeline's data travels as typed columns (per track, slices sorted by start: delta-coded start
+ticks, duration ticks, instruction) in one zlib-compressed, base64 blob that the page inflates
+with the browser's own DecompressionStream; the script (``assets/timeline.js``) binary-searches the
+visible range of each track and merges slices closer than a pixel, so a 400k-instruction kernel
+stays readable zoomed out and shows single instructions zoomed in."""
 from __future__ import annotations
 
+import base64
 import html
 import json
-from typing import Dict, List
+import re
+import zlib
+from importlib import resources
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..ir.engines import ENGINE_CODE
 from ..timing.estimate import Estimate
-from .events import TRACK_NAME, TRACK_ORDER, _src, events, tracks
+from .events import (TRACK_ORDER, _detail, analyses, dma_columns, engine_display,
+                     instruction_columns)
+from .html_sections import all_sections, pct
 
-MAX_EVENTS = 300_000  # beyond this, adjacent slices on a track are merged for drawing
+# tooltips carry each instruction's operand detail up to this many instructions per core (the
+# text costs ~60 bytes an instruction; beyond, the Perfetto trace has it)
+DETAIL_LIMIT = 50_000
+# blobs smaller than this stay uncompressed (older browsers without DecompressionStream open them)
+COMPRESS_ABOVE = 64 * 1024
+_DMA = ENGINE_CODE["dma"]
+COLORS = {"tensor": "#4a7fd6", "vector": "#e08a2e", "scalar": "#3aa657", "gpsimd": "#9d5bd2",
+          "sync": "#888888", "dma": "#d65a5a"}
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def tick_ns(latency_ns: float) -> float:
+    """The time quantum of the page's columns: the smallest power of ten from 0.01 ns up that
+    keeps the latency inside 32-bit ticks."""
+    t = 0.01
+    while latency_ns / t >= 2 ** 32 - 1:
+        t *= 10
+    return t
+
+
+class _Blob:
+    """Typed little-endian columns appended to one buffer, 8-byte aligned, with a manifest."""
+
+    def __init__(self):
+        self.parts: List[bytes] = []
+        self.size = 0
+        self.cols: Dict[str, Tuple[str, int, int]] = {}
+
+    def add(self, name: str, arr, kind: str) -> str:
+        dt = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "f32": "<f4", "f64": "<f8"}[kind]
+        a = np.ascontiguousarray(np.asarray(arr).astype(dt))
+        self.cols[name] = (kind, self.size, int(a.size))
+        b = a.tobytes()
+        pad = (-len(b)) % 8
+        self.parts.append(b + b"\0" * pad)
+        self.size += len(b) + pad
+        return name
+
+
+def _index(values: List[str], table: Dict[str, int]) -> np.ndarray:
+    """Each value's row in ``table`` (new values appended)."""
+    return np.fromiter((table.setdefault(v, len(table)) for v in values), np.int64, len(values))
+
+
+def _track(blob: _Blob, key: str, s: np.ndarray, e: np.ndarray, ins: np.ndarray, tick: float):
+    order = np.argsort(s, kind="stable")
+    st = np.rint(s[order] / tick).astype(np.int64)
+    en = np.maximum(np.rint(e[order] / tick).astype(np.int64), st)
+    delta = np.diff(st, prepend=0)
+    return order, {"d": blob.add(key + "d", delta, "u32"), "du": blob.add(key + "du", en - st, "u32"),
+                   "ins": blob.add(key + "i", ins[order], "u32"), "n": int(len(s))}
+
+
+def _core_data(est: Estimate, c, blob: _Blob, tick: float, a: dict, names: Dict[str, int],
+               srcs: Dict[str, int]) -> Dict[str, Any]:
+    tl, instrs = c.timeline, c.trace.instructions
+    p = f"c{c.core}_"
+    n = len(instrs)
+    op, sc, op_names, src_names = instruction_columns(c.trace)
+    # the page keeps one opcode and one source table for every core
+    name_col = np.asarray([names.setdefault(x, len(names)) for x in op_names], np.int64)[op] if n else op
+    src_col = np.asarray([srcs.setdefault(x, len(srcs)) for x in src_names], np.int64)[sc] if n else sc
+    tracks = []
+    for e in TRACK_ORDER:
+        idx = np.flatnonzero(tl.engine_code == ENGINE_CODE[e])
+        _, t = _track(blob, f"{p}{e}_", tl.start[idx], tl.busy_end[idx], idx, tick)
+        tracks.append(dict(t, label=engine_display(e), kind="engine", color=COLORS[e]))
+    dp = tl.dma_parts
+    counts = np.diff(dp.off) if len(dp.off) else np.zeros(0, np.int64)
+    order, t = _track(blob, f"{p}dma_", dp.start, dp.end, dp.ins, tick)
+    qs = np.asarray(dp.queue)
+    flat = (np.concatenate([qs[dp.off[g]:dp.off[g + 1]] for g in order]) if len(order)
+            else np.zeros(0, np.uint8))
+    t.update(label=f"DMA ({c.spec.dma_engines} queues)", kind="dma", color=COLORS["dma"],
+             qn=blob.add(p + "qn", counts[order], "u8"), qs=blob.add(p + "qs", flat, "u8"))
+    tracks.append(t)
+    cols = dma_columns(est, c.core, a if a.get("core") == c.core else None)
+    out = {"core": c.core, "n": n, "queues": c.spec.dma_engines, "tracks": tracks,
+           "name": blob.add(p + "name", name_col, "u16" if len(names) < 65536 else "u32"),
+           "src": blob.add(p + "src", src_col, "u32"),
+           "dma": {"ins": blob.add(p + "dma_ins", cols["ins"], "u32"),
+                   "bytes": blob.add(p + "dma_bytes", cols["bytes"], "f64"),
+                   "contig": blob.add(p + "dma_contig", cols["contiguous"], "f64"),
+                   "eff": blob.add(p + "dma_eff", cols["efficiency"], "f32")},
+           "critical": None, "details": None, "detail_index": None, "gaps": []}
+    if a.get("core") == c.core:
+        gaps = sorted(a.get("dma", {}).get("fixed_gaps", ()), key=lambda g: g["start_ns"])
+        out["gaps"] = [[g["label"], g["start_ns"], g["dur_ns"]] for g in gaps]
+    if a.get("core") == c.core and a.get("critical_path"):
+        out["critical"] = blob.add(p + "crit", [int(x["instruction"]) for x in a["critical_path"]], "u32")
+    if n <= DETAIL_LIMIT:
+        dt: Dict[str, int] = {}
+        out["detail_index"] = blob.add(p + "detail", _index([_detail(i) for i in instrs], dt), "u32")
+        out["details"] = list(dt)
+    return out
+
+
+def report_data(est: Estimate, analysis: Any = None) -> Tuple[Dict[str, Any], bytes]:
+    """The page's manifest (JSON) and its column blob (zlib-compressed when large)."""
+    found = analyses(est, analysis)
+    tick = tick_ns(est.latency_ns)
+    blob = _Blob()
+    names: Dict[str, int] = {}
+    srcs: Dict[str, int] = {}
+    cores = [_core_data(est, c, blob, tick, found.get(c.core, {}), names, srcs) for c in est.cores]
+    raw = b"".join(blob.parts)
+    z = len(raw) > COMPRESS_ABOVE
+    occ = {}
+    for core, a in found.items():
+        for m, o in (a.get("occupancy") or {}).items():
+            occ.setdefault(str(core), {})[m] = o
+    meta = {"latency_ns": est.latency_ns, "tick_ns": tick, "z": z, "cols": blob.cols, "cores": cores,
+            "names": list(names), "sources": list(srcs), "occupancy": occ,
+            "detail_limit": DETAIL_LIMIT, "raw_bytes": len(raw)}
+    return meta, (zlib.compress(raw, 6) if z else raw)
+
 
 _PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>trnsim profile: __TITLE__</title>
-<style>
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px;color:#1d232a;background:#fff}
-h1{font-size:20px;margin:0 0 4px} .verdict{font-size:15px;margin:4px 0 12px;color:#333}
-table{border-collapse:collapse;font-size:13px;margin-bottom:12px} td,th{padding:2px 10px;text-align:left}
-tr:nth-child(even){background:#f3f5f7} .bar{height:10px;background:#4a7fd6;display:inline-block}
-#wrap{position:relative;border:1px solid #c8ccd0} canvas{display:block;width:100%}
-#tip{position:absolute;pointer-events:none;background:#222;color:#fff;font-size:12px;padding:4px 6px;
-border-radius:3px;display:none;max-width:640px;white-space:pre-wrap}
-.small{color:#666;font-size:12px}
-</style></head><body>
-<h1>__TITLE__</h1>
-<div class="verdict" id="verdict"></div>
-<div style="display:flex;gap:32px;flex-wrap:wrap">
-<table id="summary"></table><table id="engines"></table></div>
-<p class="small">Timeline: scroll to zoom, drag to pan, hover a slice for its instruction and source line.
-Times in microseconds from kernel start.</p>
-<div id="wrap"><canvas id="tl"></canvas><div id="tip"></div></div>
-<script id="data" type="application/json">__DATA__</script>
-<script>
-(function(){
-const D = JSON.parse(document.getElementById('data').textContent);
-const S = D.summary;
-document.getElementById('verdict').textContent = S.bottleneck;
-const sum = document.getElementById('summary');
-const rows = [['target',S.target],['latency',S.latency_us.toFixed(3)+' us'],['instructions',S.instructions],
- ['HFU',(100*S.hfu).toFixed(2)+' %'],['HBM bytes',S.hbm_bytes.toLocaleString()],
- ['HBM bandwidth',S.hbm_gbps.toFixed(1)+' GB/s'],['PE throttled',S.pe_throttled_us+' us'],
- ['trnsim wall time',S.sim_seconds+' s']];
-sum.innerHTML = '<tr><th colspan=2>summary</th></tr>' + rows.map(r=>'<tr><td>'+r[0]+'</td><td>'+r[1]+'</td></tr>').join('');
-const eng = document.getElementById('engines');
-let eh = '<tr><th>engine</th><th>busy</th><th></th></tr>';
-for (const [k,v] of Object.entries(S.engines)) { if (k.startsWith('DMA:q')) continue;
-  eh += '<tr><td>'+k+'</td><td>'+(100*v).toFixed(1)+' %</td><td><span class="bar" style="width:'+Math.round(200*v)+'px"></span></td></tr>'; }
-eng.innerHTML = eh;
-const tracks = D.tracks, ev = D.events, names = D.names, srcs = D.sources;
-const cv = document.getElementById('tl'), ctx = cv.getContext('2d');
-const rowH = 18, labelW = 110, top = 20;
-let t0 = 0, t1 = Math.max(D.latency_ns, 1);
-const colors = {PE:'#4a7fd6',DVE:'#e08a2e',ACT:'#3aa657',POOL:'#9d5bd2',SP:'#888',DMA:'#d65a5a'};
-function color(tr){ const k = tr.split(':')[1]; return colors[k] || '#777'; }
-function resize(){ const w = cv.parentElement.clientWidth; cv.width = w*devicePixelRatio;
-  cv.height = (top + tracks.length*rowH + 4)*devicePixelRatio; cv.style.height = (top + tracks.length*rowH + 4)+'px';
-  ctx.setTransform(devicePixelRatio,0,0,devicePixelRatio,0,0); draw(); }
-function X(t){ return labelW + (t - t0)/(t1 - t0)*(cv.clientWidth - labelW - 4); }
-function draw(){ const W = cv.clientWidth;
-  ctx.clearRect(0,0,W,cv.height); ctx.font = '11px sans-serif';
-  for (let i=0;i<tracks.length;i++){ const y = top + i*rowH;
-    ctx.fillStyle = i%2 ? '#f6f7f9' : '#fff'; ctx.fillRect(0,y,W,rowH);
-    ctx.fillStyle = '#333'; ctx.fillText(tracks[i], 4, y+13); }
-  ctx.fillStyle = '#555'; const span = t1 - t0; const step = Math.pow(10, Math.floor(Math.log10(span/5)));
-  for (let t = Math.ceil(t0/step)*step; t < t1; t += step){ const x = X(t);
-    ctx.fillRect(x, top-4, 1, 4); ctx.fillText((t/1000).toFixed(step<1000?3:1)+' us', x+2, 12); }
-  for (let j=0;j<ev.length;j+=5){ const s = ev[j+1], d = ev[j+2];
-    if (s + d < t0 || s > t1) continue; const tr = ev[j];
-    const x0 = X(s), x1 = Math.max(X(s+d), x0+1); const y = top + tr*rowH + 2;
-    ctx.fillStyle = color(tracks[tr]); ctx.fillRect(x0, y, x1-x0, rowH-4); } }
-cv.addEventListener('wheel', e=>{ e.preventDefault(); const r = cv.getBoundingClientRect();
-  const fx = Math.min(Math.max((e.clientX - r.left - labelW)/(cv.clientWidth - labelW), 0), 1);
-  const tm = t0 + fx*(t1 - t0); const z = e.deltaY < 0 ? 0.8 : 1.25;
-  t0 = tm - (tm - t0)*z; t1 = tm + (t1 - tm)*z; if (t0 < 0) t0 = 0; draw(); }, {passive:false});
-let drag = null;
-cv.addEventListener('mousedown', e=>{ drag = {x:e.clientX, t0:t0, t1:t1}; });
-window.addEventListener('mouseup', ()=>{ drag = null; });
-const tip = document.getElementById('tip');
-cv.addEventListener('mousemove', e=>{ const r = cv.getBoundingClientRect();
-  if (drag){ const dt = (e.clientX - drag.x)/(cv.clientWidth - labelW)*(drag.t1 - drag.t0);
-    t0 = Math.max(0, drag.t0 - dt); t1 = t0 + (drag.t1 - drag.t0); draw(); return; }
-  const tr = Math.floor((e.clientY - r.top - top)/rowH); const t = t0 + (e.clientX - r.left - labelW)/(cv.clientWidth - labelW)*(t1 - t0);
-  let hit = -1; for (let j=0;j<ev.length;j+=5){ if (ev[j]===tr && ev[j+1]<=t && t<=ev[j+1]+ev[j+2]){ hit=j; break; } }
-  if (hit<0){ tip.style.display='none'; return; }
-  tip.textContent = names[ev[hit+3]] + '  (' + tracks[tr] + ')\\n' + (ev[hit+1]/1000).toFixed(3) + ' us, ' + ev[hit+2].toFixed(1) + ' ns\\n' + srcs[ev[hit+4]];
-  tip.style.left = (e.clientX - r.left + 12)+'px'; tip.style.top = (e.clientY - r.top + 12)+'px'; tip.style.display='block'; });
-cv.addEventListener('mouseleave', ()=>{ tip.style.display='none'; });
-window.addEventListener('resize', resize); resize();
-})();
-</script></body></html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>trnsim profile: __TITLE__</title><style>__CSS__</style></head><body>
+<h1 id="report-title">__TITLE__</h1>
+<div class="verdict" id="verdict">__VERDICT__</div>
+<div class="row">__SUMMARY__</div>
+<section id="timeline"><h2>Timeline</h2>
+<div class="controls"><label><input type="checkbox" id="crit-toggle"> critical path</label>
+<button id="reset">reset zoom</button>
+<span class="small">scroll to zoom, drag to pan, click the DMA row to expand its queues, hover a slice
+for what the Perfetto slice carries</span></div>
+<div id="wrap"><canvas id="tl"></canvas><canvas id="mem"></canvas><div id="tip"></div></div>
+<p class="small" id="mem-note">__MEMNOTE__</p>
+<p class="small" id="status">loading the timeline...</p></section>
+__SECTIONS__
+<pre id="axis-dump" hidden></pre><pre id="view-dump" hidden></pre><pre id="tip-dump" hidden></pre>
+<script id="meta" type="application/json">__META__</script>
+<script id="blob" type="application/octet-stream">__BLOB__</script>
+<script>__JS__</script></body></html>
 """
 
 
-def report_data(est: Estimate) -> Dict:
-    """The compact JSON the HTML report embeds: summary, tracks and slices as columns."""
-    names: Dict[str, int] = {}
-    srcs: Dict[str, int] = {}
-    tr = tracks(est)
-    tidx = {t: i for i, t in enumerate(tr)}
-    flat: List[float] = []
-    total = sum(len(c.trace) - int(np.count_nonzero(c.timeline.engine_code == _DMA))
-                + len(c.timeline.dma_parts) for c in est.cores)
-    if total > MAX_EVENTS:  # merge neighbours on a track so the page stays small
-        eps = max(est.latency_ns, 1.0) / MAX_EVENTS * len(tr)
-        for track, s, end, count, ins in _merged_bars(est, eps):
-            name = ins.opcode if count == 1 else f"{count} instructions"
-            flat += [tidx[track], round(s, 1), round(end - s, 1),
-                     names.setdefault(name, len(names)), srcs.setdefault(_src(ins), len(srcs))]
-    else:
-        for e in sorted(events(est, details=False), key=lambda e: (tidx[e.track], e.start_ns)):
-            flat += [tidx[e.track], round(e.start_ns, 1), round(e.dur_ns, 1),
-                     names.setdefault(e.name, len(names)), srcs.setdefault(e.source, len(srcs))]
-    return {"summary": est.summary(), "tracks": tr, "events": flat, "names": list(names),
-            "sources": list(srcs), "latency_ns": est.latency_ns}
+def _summary(est: Estimate, s: dict) -> str:
+    from .html_sections import table
+    rows = [("target", s["target"]), ("latency", f"{s['latency_us']:,.3f} µs"),
+            ("instructions", f"{s['instructions']:,}"), ("HFU", pct(s["hfu"])),
+            ("HBM bytes", f"{s['hbm_bytes']:,}"), ("HBM bandwidth", f"{s['hbm_gbps']:.1f} GB/s"),
+            ("PE throttled", f"{s['pe_throttled_us']} µs"), ("trnsim wall time", f"{s['sim_seconds']} s")]
+    busy = []
+    for k, v in s["engines"].items():
+        if k.startswith("DMA:q"):
+            continue
+        busy.append(f"<tr><td>{html.escape(engine_display(k))}</td><td class=num>{pct(v)}</td>"
+                    f'<td><span class="bar" style="width:{round(200 * min(v, 1.0))}px"></span></td></tr>')
+    return (table("summary", ("summary", ""), rows) +
+            f'<table id="engines"><tr><th>engine</th><th>busy</th><th></th></tr>{"".join(busy)}</table>')
 
 
-_DMA = ENGINE_CODE["dma"]
+def _memnote(found: Dict[int, dict]) -> str:
+    out = []
+    for core, a in sorted(found.items()):
+        for m, o in (a.get("occupancy") or {}).items():
+            cap = o.get("capacity_bytes_per_partition") or 0
+            share = f" ({pct(o['peak'] / cap)} of {cap / 1024:,.0f} KiB)" if cap else ""
+            out.append(f"NC{core} {m.upper()} peak {o['peak'] / 1024:,.1f} KiB per partition{share}")
+    return html.escape("; ".join(out) + ("." if out else "No occupancy series (no analysis)."))
 
 
-def _merged_bars(est: Estimate, eps: float):
-    """Per track, runs of slices separated by gaps of at most ``eps`` ns merged into one bar:
-    (track, start, end, slices, first instruction), computed on the timeline's arrays."""
-    for c in est.cores:
-        tl = c.timeline
-        instrs = c.trace.instructions
-        nc = f"NC{c.core}"
-        per_track = []
-        for eng in TRACK_ORDER:
-            idx = np.flatnonzero(tl.engine_code == ENGINE_CODE[eng])
-            per_track.append((f"{nc}:{TRACK_NAME[eng]}", tl.start[idx], tl.busy_end[idx], idx))
-        dp = tl.dma_parts
-        if len(dp.ins):
-            g = np.repeat(np.arange(len(dp.ins)), np.diff(dp.off))
-            queue = np.asarray(dp.queue)
-            for q in np.unique(queue):
-                sel = g[queue == q]
-                per_track.append((f"{nc}:DMA:q{int(q)}", dp.start[sel], dp.end[sel], dp.ins[sel]))
-        for track, s, e, ins in per_track:
-            if not len(s):
-                continue
-            order = np.argsort(s, kind="stable")
-            s, e, ins = s[order], e[order], ins[order]
-            reach = np.maximum.accumulate(e)
-            new = np.ones(len(s), dtype=bool)
-            new[1:] = s[1:] - reach[:-1] > eps
-            first = np.flatnonzero(new)
-            ends = np.maximum.reduceat(e, first)
-            counts = np.diff(np.append(first, len(s)))
-            for k, f in enumerate(first.tolist()):
-                yield track, float(s[f]), float(ends[k]), int(counts[k]), instrs[int(ins[f])]
-
-
-def render_html(est: Estimate, title: str = "") -> str:
-    """A self-contained HTML report (no network access needed to view it)."""
-    data = json.dumps(report_data(est), separators=(",", ":")).replace("</", "<\\/")
+def render_html(est: Estimate, title: str = "", analysis: Any = None,
+                summary: Optional[dict] = None) -> str:
+    """A self-contained HTML report (no network access needed to view it); ``analysis``: the
+    ``insight.analyze`` dict (None computes it, False leaves the explaining sections out);
+    ``summary``: ``est.summary()`` when the caller has it already (it walks every instruction)."""
+    found = analyses(est, analysis)
+    meta, blob = report_data(est, list(found.values()) or False)
+    s = summary or est.summary()
+    # the analysis explains one core (the slowest): its sections lead the page
+    main = next(iter(found.values())) if found else None
     t = html.escape(title or f"{est.kernel} on {est.target}")
-    return _PAGE.replace("__TITLE__", t).replace("__DATA__", data)
+    parts = {"__TITLE__": t, "__CSS__": _asset("report.css"),
+             "__VERDICT__": html.escape((main or {}).get("verdict") or s["bottleneck"]),
+             "__SUMMARY__": _summary(est, s), "__MEMNOTE__": _memnote(found),
+             "__SECTIONS__": all_sections(main, s["hfu"]),
+             "__META__": json.dumps(meta, separators=(",", ":")).replace("</", "<\\/"),
+             "__BLOB__": base64.b64encode(blob).decode("ascii"), "__JS__": _asset("timeline.js")}
+    # one pass: a value (a title, the blob) is never scanned for another placeholder
+    return re.sub(r"__[A-Z]+__", lambda m: parts.get(m.group(0), m.group(0)), _PAGE)
 
-
-def write_html(est: Estimate, path: str, title: str = "") -> None:
+def write_html(est: Estimate, path: str, title: str = "", analysis: Any = None,
+               summary: Optional[dict] = None) -> None:
     """Write ``render_html`` to ``path``."""
-    with open(path, "w") as f:
-        f.write(render_html(est, title))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_html(est, title, analysis, summary))

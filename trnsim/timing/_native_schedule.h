@@ -166,20 +166,21 @@ static int throttle_record(Throttle *th, double s, double e) {
 }
 
 enum { KIND_COMPUTE = 0, KIND_TENSOR = 1, KIND_DMA = 2 };
-enum { PORT_SBUF = 1, PORT_PSUM = 2 };
 
 static PyObject *py_schedule(PyObject *self, PyObject *args) {
     Py_ssize_t n, window;
     int n_eng, nq;
-    double sync_ns, th_start, th_ramp, th_window, th_min;
+    double sync_ns, th_start, th_ramp, th_window, th_min, margin;
     PyObject *o_shape, *o_kind, *o_eng, *o_nreads, *o_nregs, *o_occ, *o_occs, *o_lat, *o_flops,
         *o_bf16, *o_dbytes, *o_hbytes, *o_k, *o_dur, *o_fixed, *o_ports, *o_geo, *o_ptr, *o_idx,
-        *o_start, *o_end, *o_busy, *o_engout;
-    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOOOOOOOOOOOOOOiidddddn", &n, &o_shape, &o_kind,
+        *o_start, *o_end, *o_busy, *o_engout, *o_hid, *o_aoff, *o_aeng, *o_aocc, *o_alat, *o_ahid,
+        *o_aports;
+    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOOOOOOOOOOOOOOiidddddnOOOOOOOd", &n, &o_shape, &o_kind,
                           &o_eng, &o_nreads, &o_nregs, &o_occ, &o_occs, &o_lat, &o_flops, &o_bf16,
                           &o_dbytes, &o_hbytes, &o_k, &o_dur, &o_fixed, &o_ports, &o_geo, &o_ptr,
                           &o_idx, &o_start, &o_end, &o_busy, &o_engout, &n_eng, &nq, &sync_ns,
-                          &th_start, &th_ramp, &th_window, &th_min, &window))
+                          &th_start, &th_ramp, &th_window, &th_min, &window, &o_hid, &o_aoff,
+                          &o_aeng, &o_aocc, &o_alat, &o_ahid, &o_aports, &margin))
         return NULL;
     if (n < 0 || n > INT32_MAX || nq < 1 || nq > 65535 || n_eng < 1 || n_eng > 255 || window < 1) {
         PyErr_SetString(PyExc_ValueError,
@@ -189,7 +190,8 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
     Buf shape = {0}, kind = {0}, eng = {0}, nreads = {0}, nregs = {0}, occ = {0}, occs = {0},
         lat = {0}, flops = {0}, bf16 = {0}, dbytes = {0}, hbytes = {0}, kq = {0}, dur = {0},
         fixed = {0}, ports = {0}, geo = {0}, ptr = {0}, idx = {0}, o_s = {0}, o_e = {0},
-        o_b = {0}, o_en = {0};
+        o_b = {0}, o_en = {0}, hidb = {0}, aoffb = {0}, aengb = {0}, aoccb = {0}, alatb = {0},
+        ahidb = {0}, aportsb = {0};
     Out gi = {0}, gs = {0}, ge = {0}, goff = {0}, gq = {0};
     Hist *hist = NULL;
     int32_t *hist_of = NULL, *grp = NULL, *ghist = NULL;
@@ -214,8 +216,18 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
         buf_get(o_geo, &geo, 8, -1, 0, "region geometry") < 0 ||
         buf_get(o_ptr, &ptr, 8, n + 1, 0, "indptr") < 0 || buf_get(o_idx, &idx, 4, -1, 0, "indices") < 0 ||
         buf_get(o_start, &o_s, 8, n, 1, "start") < 0 || buf_get(o_end, &o_e, 8, n, 1, "end") < 0 ||
-        buf_get(o_busy, &o_b, 8, n, 1, "busy_end") < 0 || buf_get(o_engout, &o_en, 1, n, 1, "engine out") < 0)
+        buf_get(o_busy, &o_b, 8, n, 1, "busy_end") < 0 || buf_get(o_engout, &o_en, 1, n, 1, "engine out") < 0 ||
+        buf_get(o_hid, &hidb, 8, S, 0, "hidden") < 0 || buf_get(o_aoff, &aoffb, 8, S + 1, 0, "alt offsets") < 0 ||
+        buf_get(o_aeng, &aengb, 1, -1, 0, "alt engines") < 0)
         goto done;
+    Py_ssize_t A = BUF_N(aengb, uint8_t);
+    if (buf_get(o_aocc, &aoccb, 8, A, 0, "alt occ") < 0 || buf_get(o_alat, &alatb, 8, A, 0, "alt lat") < 0 ||
+        buf_get(o_ahid, &ahidb, 8, A, 0, "alt hidden") < 0 || buf_get(o_aports, &aportsb, 1, A, 0, "alt ports") < 0)
+        goto done;
+    const int64_t *aoff = BUF_P(aoffb, int64_t);
+    const uint8_t *aeng = BUF_P(aengb, uint8_t), *aports = BUF_P(aportsb, uint8_t);
+    const double *shid = BUF_P(hidb, double), *aocc = BUF_P(aoccb, double),
+                 *alat = BUF_P(alatb, double), *ahid = BUF_P(ahidb, double);
     const int32_t *sh = BUF_P(shape, int32_t), *snrd = BUF_P(nreads, int32_t),
                   *snr = BUF_P(nregs, int32_t), *sk = BUF_P(kq, int32_t),
                   *dind = BUF_P(idx, int32_t);
@@ -242,7 +254,16 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "shape with an unknown engine or a bad queue count");
             goto done;
         }
+        if (aoff[s] < 0 || aoff[s] > aoff[s + 1] || aoff[s + 1] > A) {
+            PyErr_SetString(PyExc_ValueError, "engine alternatives out of range");
+            goto done;
+        }
     }
+    for (Py_ssize_t a = 0; a < A; a++)
+        if (aeng[a] >= n_eng) {
+            PyErr_SetString(PyExc_ValueError, "engine alternative with an unknown engine");
+            goto done;
+        }
     /* engines of instructions not scheduled yet compare unequal to every engine, as the
        reference's "" placeholder does */
     memset(engs, 255, (size_t)n);
@@ -288,6 +309,17 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
             goto done;
         }
         uint8_t e = seng[s];
+        Py_ssize_t alt = -1;
+        if (skind[s] == KIND_COMPUTE && aoff[s + 1] - aoff[s] > 1) { /* left to the compiler */
+            for (int64_t k = dptr[i]; k < dptr[i + 1]; k++)
+                if (dind[k] < 0 || dind[k] >= n) {
+                    PyErr_SetString(PyExc_IndexError, "dependency index out of range");
+                    goto done;
+                }
+            alt = pick_engine(aoff[s], aoff[s + 1], aeng, aocc, ahid, aports, dptr, dind, end, engs,
+                              i, sync_ns, freeat, sbuf_port, psum_port, margin);
+            e = aeng[alt];
+        }
         engs[i] = e;
         double ready = 0.0;
         for (int64_t k = dptr[i]; k < dptr[i + 1]; k++) {
@@ -377,7 +409,7 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
             off += snr[s];
             continue;
         }
-        double st, o;
+        double st, o, la = slat[s];
         if (skind[s] == KIND_TENSOR) {
             /* the stationary operand is the first read; loading a new one costs more */
             int has = snrd[s] > 0, changed;
@@ -403,9 +435,16 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
             flops_total += sfl[s];
             bf16_total += sbf[s];
         } else {
-            st = freeat[e] > ready ? freeat[e] : ready;
-            o = socc[s];
+            double o0 = socc[s], h0 = shid[s];
             uint8_t pf = sports[s];
+            if (alt >= 0) {
+                o0 = aocc[alt];
+                h0 = ahid[alt];
+                la = alat[alt];
+                pf = aports[alt];
+            }
+            st = freeat[e] > ready ? freeat[e] : ready;
+            o = overlap_occ(o0, h0, freeat[e], ready);
             if ((pf & PORT_SBUF) && sbuf_port > st) st = sbuf_port;
             if ((pf & PORT_PSUM) && psum_port > st) st = psum_port;
             if (pf & PORT_SBUF) sbuf_port = st + o;
@@ -413,7 +452,7 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
         }
         start[i] = st;
         busy[i] = st + o;
-        end[i] = st + o + slat[s];
+        end[i] = st + o + la;
         freeat[e] = st + o;
         off += snr[s];
     }
@@ -458,6 +497,13 @@ done:
     buf_release(&o_e);
     buf_release(&o_b);
     buf_release(&o_en);
+    buf_release(&hidb);
+    buf_release(&aoffb);
+    buf_release(&aengb);
+    buf_release(&aoccb);
+    buf_release(&alatb);
+    buf_release(&ahidb);
+    buf_release(&aportsb);
     out_free(&gi);
     out_free(&gs);
     out_free(&ge);

@@ -8,9 +8,11 @@ Every figure comes from ``CoreSpec.timing`` (hardware data files); nothing is ha
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Optional
 
+from ..errors import ConfigError
 from ..hardware.schema import ChipSpec, CoreSpec
 from ..ir.dtypes import FP8 as _FP8, FP32 as _FP32, SIXTEEN_BIT_FLOATS as _16BIT, width as _width
 from ..ir.opcodes import OPCODES, lookup
@@ -22,6 +24,20 @@ def tensor_peak_flops_per_ns(core: CoreSpec) -> float:
     The HFU denominator of the estimate and the cost model."""
     return 2.0 * core.tensor.max_contraction * core.tensor.max_stationary_free * \
         core.clocks.tensor_hz / 1e9
+
+
+def _elements(ins: Instruction, fig) -> int:
+    """Elements per partition the engine streams: a masked partial tile's active ones (recorded as
+    ``active_free``) when ``masked_active_only``, else the whole free size."""
+    if fig.masked_active_only:
+        return ins.attr("active_free", ins.free)
+    return ins.free
+
+
+def _hideable(fig, cycles: float) -> float:
+    """Cycles of the access bubble that may overlap the previous instruction [ARCH2: "partly
+    hidden by overlap"]: ``bubble_overlap`` of it, keeping at least the minimum II."""
+    return min(fig.bubble_overlap * fig.access_bubble_cycles, max(0.0, cycles - fig.min_ii_cycles))
 
 
 def _cost_class(ins: Instruction) -> str:
@@ -37,6 +53,25 @@ class ComputeCost:
     latency_ns: float
     flops: float = 0.0          # PE multiply-adds x 2 (HFU numerator, BF16-equivalent weighted)
     pe_bf16_equiv: float = 0.0
+    # access-bubble time that may overlap the previous instruction on the same engine when this
+    # one was already waiting behind it (``bubble_overlap`` x bubble, never below the minimum II)
+    hidden_ns: float = 0.0
+
+
+# engine-assignment policies for instructions left to the compiler (AssignTiming.policy)
+ENGINE_POLICIES = ("fixed", "earliest_finish")
+
+
+def resolve_policy(core: CoreSpec, override: Optional[str] = None) -> str:
+    """The engine-assignment policy: ``override``, else TRNSIM_ENGINE_POLICY, else the core's data."""
+    name = override or os.environ.get("TRNSIM_ENGINE_POLICY") or core.timing.assign.policy
+    name = name.strip().lower()
+    if name not in ENGINE_POLICIES:
+        raise ConfigError(f"unknown engine-assignment policy {name!r}", rule="engine-policy",
+                          limit=ENGINE_POLICIES, value=name,
+                          hint="set timing.assign.policy, Options.engine_policy or "
+                               "TRNSIM_ENGINE_POLICY to one of " + ", ".join(ENGINE_POLICIES))
+    return name
 
 
 @dataclass(frozen=True)
@@ -55,12 +90,20 @@ class CostModel:
     """Cost rules bound to one core generation (and its chip's HBM share)."""
 
     def __init__(self, core: CoreSpec, chip: ChipSpec, lnc: int = 1,
-                 hardware_file: Optional[str] = None):
+                 hardware_file: Optional[str] = None, engine_policy: Optional[str] = None):
         self.core = core
         self.chip = chip
         self.hardware_file = hardware_file  # in-kernel collectives read link figures from it
         t = core.timing
         self.t = t
+        self.policy = resolve_policy(core, engine_policy)
+        self.switch_margin_ns = t.assign.switch_margin_ns
+        self.auto_pool = frozenset(t.assign.engines)
+        self.balance_two_input = t.assign.balance_two_input
+        for name, fig in (("vector", t.vector), ("scalar", t.scalar), ("gpsimd", t.gpsimd)):
+            if not 0.0 <= fig.bubble_overlap <= 1.0:
+                raise ConfigError(f"timing.{name}.bubble_overlap must be within [0, 1]",
+                                  rule="hardware-file-range", limit="0..1", value=fig.bubble_overlap)
         c = core.clocks
         self.pe_ns = 1e9 / c.tensor_hz
         self.dve_ns = 1e9 / c.vector_hz
@@ -72,6 +115,7 @@ class CostModel:
         self._eff_x = [math.log2(x) for x in t.dma.efficiency_bytes]
         self._eff_y = list(t.dma.efficiency)
         self._memo: dict = {}
+        self._auto_memo: dict = {}
         self._mm_memo: dict = {}
         self._eff_memo: dict = {}
 
@@ -125,7 +169,7 @@ class CostModel:
         """Vector / Scalar / GpSimd / Sync cost, memoized by everything the rules read."""
         key = (ins.engine, ins.opcode, ins.free, ins.dtype_in, ins.dtype_out,
                tuple((r.memory, r.contiguous == _width(r.dtype) and r.elements > 1)
-                     for r in ins.reads + ins.writes), ins.attr("reduce_op"))
+                     for r in ins.reads + ins.writes), ins.attr("reduce_op"), ins.attr("active_free"))
         got = self._memo.get(key)
         if got is not None:
             return got
@@ -136,7 +180,7 @@ class CostModel:
         elif e == "scalar":
             c = self._scalar(ins, cls)
         elif e == "gpsimd":
-            c = self._gpsimd(ins)
+            c = self._gpsimd(ins, cls)
         else:  # sync engine bookkeeping (barriers, seeds)
             g = self.t.gpsimd
             c = ComputeCost(g.min_ii_cycles * self.pool_ns, 0.0)
@@ -154,7 +198,7 @@ class CostModel:
 
     def _vector(self, ins: Instruction, cls: str) -> ComputeCost:
         v = self.t.vector
-        n = ins.free
+        n = _elements(ins, v)
         two_input = cls == "two_input"
         factor = v.two_input_factor if (two_input and n > 128) else 1.0
         speed = v.elems_per_cycle
@@ -168,28 +212,62 @@ class CostModel:
         if strided:
             speed /= v.strided_penalty
         cycles = max(v.min_ii_cycles, v.access_bubble_cycles + n * factor / speed)
-        return ComputeCost(cycles * self.dve_ns, v.latency_cycles * self.dve_ns)
+        return ComputeCost(cycles * self.dve_ns, v.latency_cycles * self.dve_ns,
+                           hidden_ns=_hideable(v, cycles) * self.dve_ns)
 
     def _scalar(self, ins: Instruction, cls: str) -> ComputeCost:
         s = self.t.scalar
-        n = ins.free
+        n = _elements(ins, s)
         speed = s.elems_per_cycle
         if cls == "copy" and self._sixteen_bit(ins):  # ACT's bf16 fast path: copy class only
             speed *= s.bf16_speedup
         if self._strided(ins):
             speed /= s.strided_penalty
         cycles = max(s.min_ii_cycles, s.access_bubble_cycles + n / speed)
+        hidden = _hideable(s, cycles)
         if ins.attr("reduce_op") is not None:
             cycles += s.reduce_extra_cycles
-        return ComputeCost(cycles * self.act_ns, s.latency_cycles * self.act_ns)
+        return ComputeCost(cycles * self.act_ns, s.latency_cycles * self.act_ns,
+                           hidden_ns=hidden * self.act_ns)
 
-    def _gpsimd(self, ins: Instruction) -> ComputeCost:
+    def _gpsimd(self, ins: Instruction, cls: str) -> ComputeCost:
         g = self.t.gpsimd
-        n = ins.free
+        n = _elements(ins, g)
         width = min((_width(r.dtype) for r in ins.reads + ins.writes), default=4)
         rate = g.elems_per_cycle_32bit * (4 // max(width, 1))
-        cycles = max(g.min_ii_cycles, g.access_bubble_cycles + n / rate)
-        return ComputeCost(cycles * self.pool_ns, g.latency_cycles * self.pool_ns)
+        factor = g.two_input_factor if (cls == "two_input" and n > 128) else 1.0
+        cycles = max(g.min_ii_cycles, g.access_bubble_cycles + n * factor / rate)
+        return ComputeCost(cycles * self.pool_ns, g.latency_cycles * self.pool_ns,
+                           hidden_ns=_hideable(g, cycles) * self.pool_ns)
+
+    def auto_engines(self, ins: Instruction) -> tuple:
+        """The engines the assignment policy may place ``ins`` on (default first), or () when the
+        kernel fixed its engine, the policy is ``fixed`` or only one engine qualifies."""
+        if self.policy == "fixed":
+            return ()
+        caps = ins.attr("engine_auto")
+        if not caps or (not self.balance_two_input and _cost_class(ins) == "two_input"):
+            return ()
+        key = (caps, ins.engine, tuple([r.memory for r in ins.reads]),
+               tuple([w.memory for w in ins.writes]))
+        got = self._auto_memo.get(key)
+        if got is None:
+            got = self._auto_memo[key] = self._auto_engines(*key)
+        return got
+
+    def _auto_engines(self, caps, default, rmem, wmem) -> tuple:
+        """``caps`` in the policy's pool that can read ``rmem`` and write ``wmem`` (the core's
+        engine access table: GpSimd has no PSUM port)."""
+        got = []
+        for e in caps:
+            acc = getattr(self.core.engines, e, None)
+            if e != default and (e not in self.auto_pool or acc is None):
+                continue
+            if e != default and (any("r" not in getattr(acc, m, "") for m in rmem) or
+                                 any("w" not in getattr(acc, m, "") for m in wmem)):
+                continue
+            got.append(e)
+        return tuple(got) if len(got) > 1 else ()
 
     # -- DMA ------------------------------------------------------------------------------
     def efficiency(self, chunk_bytes: float) -> float:
@@ -249,5 +327,7 @@ class CostModel:
         hbm = sum(1 for reg in (r, w) if reg is not None and reg.memory == "hbm")
         if hbm:
             rate = min(rate, self.hbm_bytes_per_ns / hbm)
-        fixed = d.hwdge_latency_ns if ins.attr("dge") == "hwdge" else d.fixed_latency_ns
+        # the nki front end records the mode as dge_mode (the ISA's keyword); "dge" kept for traces
+        hw = ins.attr("dge_mode", ins.attr("dge")) == "hwdge"
+        fixed = d.hwdge_latency_ns if hw else d.fixed_latency_ns
         return DmaCost(nbytes, nbytes * hbm, engines, rate, fixed, chunk, eff)

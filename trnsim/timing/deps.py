@@ -50,7 +50,7 @@ def dependencies_py(trace: Trace) -> List[Tuple[int, ...]]:
     append = out.append
     for i, ins in enumerate(trace.instructions):
         preds = set()
-        eng = ins.engine
+        eng = collapse_engine(ins)
         # reads depend on overlapping writes
         for r in ins.reads:
             key = (r.memory, r.tensor)
@@ -84,6 +84,13 @@ def dependencies_py(trace: Trace) -> List[Tuple[int, ...]]:
         for w in ins.writes:
             _add(tensors, w, i, eng, True)
     return out
+
+
+def collapse_engine(ins) -> str:
+    """The engine whose in-order completion lets a later read of the same rectangle stand for an
+    earlier one: an instruction left to the compiler (``engine_auto``) may move, so it is keyed
+    like a DMA read, which never collapses."""
+    return "dma" if ins.attr("engine_auto") else ins.engine
 
 
 def _add(tensors, reg: Region, i: int, eng: str, is_write: bool) -> None:

@@ -20,6 +20,7 @@ from typing import List
 import numpy as np
 
 from ..ir.trace import Instruction, Region, Trace
+from .assign import cost_on
 from .costs import CostModel
 from .rules import PSUM_PORT_ENGINES, SBUF_PORT_ENGINES
 from ..ir.engines import ENGINE_CODE, ENGINE_ORDER, check as check_engine
@@ -244,6 +245,15 @@ class CostTable:
     dur: np.ndarray         # float64: DMA transfer time
     fixed: np.ndarray       # float64: DMA fixed latency
     ports: np.ndarray       # uint8: PORT_SBUF | PORT_PSUM (v2 shared ports it contends for)
+    hidden: np.ndarray      # float64: access bubble that may overlap the previous instruction
+    # engine alternatives (assign.py): shape s may run on alt_*[alt_off[s]:alt_off[s + 1]]
+    # (default first); fewer than two entries = its own engine
+    alt_off: np.ndarray     # int64[S + 1]
+    alt_engine: np.ndarray  # uint8
+    alt_occ: np.ndarray     # float64
+    alt_lat: np.ndarray     # float64
+    alt_hidden: np.ndarray  # float64
+    alt_ports: np.ndarray   # uint8
 
 
 def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
@@ -256,11 +266,15 @@ def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
     hbm_bytes = np.zeros(S, np.int64)
     dma_engines = np.zeros(S, np.int32)
     ports = np.zeros(S, np.uint8)
+    hidden = f()
+    alt_off = np.zeros(S + 1, np.int64)
+    alts: list = []  # (engine code, occ, lat, hidden, ports)
     pt = model.t.ports
     for s, ins in enumerate(enc.reps):
         eng = ins.engine
         if eng not in ENGINE_CODE:
             check_engine(eng)  # raises UnknownEngineError (a KeyError too), as the reference does
+        alt_off[s] = len(alts)
         if eng == "dma":
             c = model.dma(ins)
             kind[s] = KIND_DMA
@@ -278,13 +292,29 @@ def cost_table(enc: EncodedTrace, model: CostModel) -> CostTable:
             flops[s], bf16eq[s] = ch.flops, ch.pe_bf16_equiv
             continue
         c = model.compute(ins)
-        occ[s], lat[s] = c.occupancy_ns, c.latency_ns
-        regs = tuple(ins.reads) + tuple(ins.writes)
-        if pt.vector_gpsimd_share_sbuf and eng in SBUF_PORT_ENGINES and \
-                any(r.memory == "sbuf" for r in regs):
-            ports[s] |= PORT_SBUF
-        if pt.vector_scalar_share_psum and eng in PSUM_PORT_ENGINES and \
-                any(r.memory == "psum" for r in regs):
-            ports[s] |= PORT_PSUM
+        occ[s], lat[s], hidden[s] = c.occupancy_ns, c.latency_ns, c.hidden_ns
+        ports[s] = _ports(pt, eng, ins)
+        for e in model.auto_engines(ins):
+            ce = cost_on(model, ins, e)
+            alts.append((ENGINE_CODE[e], ce.occupancy_ns, ce.latency_ns, ce.hidden_ns,
+                         _ports(pt, e, ins)))
+    alt_off[S] = len(alts)
+    cols = list(zip(*alts)) if alts else [(), (), (), (), ()]
     return CostTable(kind, enc.shape_engine, enc.shape_nreads, enc.shape_nregs, occ, occ_same, lat,
-                     flops, bf16eq, dma_bytes, hbm_bytes, dma_engines, dur, fixed, ports)
+                     flops, bf16eq, dma_bytes, hbm_bytes, dma_engines, dur, fixed, ports, hidden,
+                     alt_off, np.array(cols[0], np.uint8), np.array(cols[1], np.float64),
+                     np.array(cols[2], np.float64), np.array(cols[3], np.float64),
+                     np.array(cols[4], np.uint8))
+
+
+def _ports(pt, eng: str, ins: Instruction) -> int:
+    """PORT_SBUF | PORT_PSUM: the v2 shared ports ``ins`` on ``eng`` contends for."""
+    regs = tuple(ins.reads) + tuple(ins.writes)
+    out = 0
+    if pt.vector_gpsimd_share_sbuf and eng in SBUF_PORT_ENGINES and \
+            any(r.memory == "sbuf" for r in regs):
+        out |= PORT_SBUF
+    if pt.vector_scalar_share_psum and eng in PSUM_PORT_ENGINES and \
+            any(r.memory == "psum" for r in regs):
+        out |= PORT_PSUM
+    return out

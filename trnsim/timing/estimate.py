@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
+
 from ..hardware import load_catalog
-from ..hardware.schema import CoreSpec
+from ..hardware.schema import ChipSpec, CoreSpec
 from ..ir.trace import Trace
-from ..ir.engines import LABEL as ENGINE_LABEL
+from ..ir.engines import ENGINE_ORDER, LABEL as ENGINE_LABEL
 from .costs import CostModel, tensor_peak_flops_per_ns
 from .scheduler import Timeline, schedule
 
@@ -46,6 +48,7 @@ class Estimate:
     cores: List[CoreEstimate]
     sim_seconds: float = 0.0
     kernel: str = "kernel"
+    chip: Optional[ChipSpec] = None   # the chip the core belongs to (HBM peak of the profile)
 
     @property
     def latency_ns(self) -> float:
@@ -90,10 +93,12 @@ class Estimate:
         flops = sum(c.timeline.flops for c in self.cores)
         hfu = eq / (peak * lat * len(self.cores))
         hbm = sum(c.timeline.hbm_bytes for c in self.cores)
-        counts: Dict[str, int] = {}
+        # per engine the instructions ran on (the Timeline's codes: no pass over the trace, which
+        # would materialize every synthesized loop iteration)
+        n_eng = np.zeros(len(ENGINE_ORDER), dtype=np.int64)
         for c in self.cores:
-            for ins in c.trace:
-                counts[ins.engine] = counts.get(ins.engine, 0) + 1
+            n_eng += np.bincount(c.timeline.engine_code, minlength=len(ENGINE_ORDER))
+        counts: Dict[str, int] = {e: int(k) for e, k in zip(ENGINE_ORDER, n_eng.tolist()) if k}
         return {
             "kernel": self.kernel,
             "target": self.target,
@@ -115,8 +120,13 @@ class Estimate:
             "sim_seconds": round(self.sim_seconds, 3),
         }
 
-    def verdict(self, shares: Optional[Dict[str, float]] = None) -> str:
-        """One line naming the bound engine and what the Tensor engine does meanwhile."""
+    def verdict(self, shares: Optional[Dict[str, float]] = None,
+                waits: Optional[Dict[str, Dict[str, float]]] = None) -> str:
+        """One line naming the bound engine and what the others do meanwhile: the Tensor engine's
+        idle share when the kernel has matmuls; otherwise what the bound engine (or, DMA-bound,
+        the busiest compute engine) waits on. ``waits``: per engine label, its idle ns per engine
+        or DMA queue it waited on (the profile's stall attribution); without it, the busiest
+        other engine is named."""
         if shares is None:
             shares = self.summary()["engines"]
         dma_any = shares.get("DMA (any queue)", 0.0)
@@ -130,12 +140,31 @@ class Estimate:
             return (f"latency-bound: no engine is busy more than {share:.0%} "
                     f"(dependencies and fixed costs dominate)")
         if bound == "DMA":
-            return (f"DMA-bound: the {nq} queues are busy {mean_q:.0%} (some queue active "
-                    f"{dma_any:.0%}) while the Tensor engine waits {1 - pe:.0%}")
-        if bound == "Tensor":
+            head = (f"DMA-bound: the {nq} queues are busy {mean_q:.0%} (some queue active "
+                    f"{dma_any:.0%})")
+        elif bound == "Tensor":
             return (f"Tensor-bound: the PE array is busy {pe:.0%}; DMA is active {dma_any:.0%}")
-        return (f"{bound}-bound: the {bound} engine is busy {share:.0%} while the Tensor engine "
-                f"waits {1 - pe:.0%}")
+        else:
+            head = f"{bound}-bound: the {bound} engine is busy {share:.0%}"
+        if pe > 0:
+            return f"{head} while the Tensor engine waits {1 - pe:.0%}"
+        computes = {k: v for k, v in cand.items() if k not in ("DMA", "Tensor")}
+        who, busy = bound, share
+        if bound == "DMA":
+            who, busy = max(computes.items(), key=lambda kv: kv[1]) if computes else ("", 0.0)
+            if busy <= 0:
+                return f"{head}; no compute engine work (data movement only)"
+        named = {k: v for k, v in ((waits or {}).get(who) or {}).items()
+                 if k != "after its last instruction"}
+        lat = self.latency_ns or 1.0
+        if named:
+            k, v = max(named.items(), key=lambda kv: kv[1])
+            subject = "its idle time is spent mostly" if who == bound else \
+                f"{who} (busy {busy:.0%}) spends its idle time mostly"
+            return f"{head}; no matmul: {subject} waiting on {k} ({v / lat:.0%} of the run)"
+        others = {k: v for k, v in cand.items() if k not in (bound, "Tensor")}
+        k, v = max(others.items(), key=lambda kv: kv[1])
+        return f"{head}; no matmul (Tensor engine unused); next busiest: {k} {v:.0%}"
 
 
 def _core_and_chip(target: str, hardware_file: Optional[str]):
@@ -145,13 +174,16 @@ def _core_and_chip(target: str, hardware_file: Optional[str]):
 
 
 def estimate(traces: Sequence[Trace], target: str, hardware_file: Optional[str] = None,
-             kernel: str = "kernel", sim_seconds: float = 0.0) -> Estimate:
+             kernel: str = "kernel", sim_seconds: float = 0.0,
+             engine_policy: Optional[str] = None) -> Estimate:
     """Time ``traces`` (one per logical core) on ``target``; the trace may come from any
-    generation: re-timing it for another target is the point of the trace seam."""
+    generation: re-timing it for another target is the point of the trace seam.
+    ``engine_policy`` overrides the hardware data's engine assignment (timing/assign.py)."""
     core, chip = _core_and_chip(target, hardware_file)
-    model = CostModel(core, chip, lnc=len(traces), hardware_file=hardware_file)
+    model = CostModel(core, chip, lnc=len(traces), hardware_file=hardware_file,
+                      engine_policy=engine_policy)
     cores = [CoreEstimate(i, tr, schedule(tr, model), core) for i, tr in enumerate(traces)]
-    return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel)
+    return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel, chip=chip)
 
 
 def estimate_run(run, target: Optional[str] = None, hardware_file: Optional[str] = None,
@@ -160,4 +192,5 @@ def estimate_run(run, target: Optional[str] = None, hardware_file: Optional[str]
     opts = run.options
     kname = run.traces[0].meta.get("kernel", "kernel") if run.traces else "kernel"
     return estimate(run.traces, target or opts.target, hardware_file or opts.hardware_file,
-                    kernel=kname, sim_seconds=sim_seconds)
+                    kernel=kname, sim_seconds=sim_seconds,
+                    engine_policy=getattr(opts, "engine_policy", None))

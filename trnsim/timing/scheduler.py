@@ -29,6 +29,7 @@ from ..ir.engines import COMPUTE_ENGINES, ENGINE_CODE, ENGINE_ORDER, check as ch
 from ..ir.trace import Trace
 from .costs import CostModel
 from .deps import dependencies_py
+from .assign import assign, ready as _ready
 from .rules import GAP_WINDOW, DmaQueues, SharedPorts, TensorEngine
 from .timeline import Timeline
 
@@ -67,16 +68,16 @@ def schedule_py(trace: Trace, model: CostModel,
     dma = DmaQueues(model.dma_engines, GAP_WINDOW)
     hbm_bytes = 0
     dma_bytes = 0
+    auto = model.policy != "fixed"
     for i, ins in enumerate(trace.instructions):  # in order: the trace may be a lazy sequence
         eng = ins.engine
+        cost = None
+        if auto and eng not in ("dma", "tensor"):
+            alts = model.auto_engines(ins)
+            if alts:  # the compiler's choice among the capable engines (assign.py)
+                eng, cost = assign(ins, alts, deps[i], end, engines, engine, ports, model)
         engines[i] = eng
-        ready = 0.0
-        for p in deps[i]:  # results of what it waits for, plus the cross-engine semaphore
-            r = end[p]
-            if sync_ns and engines[p] != eng:
-                r += sync_ns
-            if r > ready:
-                ready = r
+        ready = _ready(deps[i], end, engines, eng, sync_ns)
         if eng == "dma":
             c = model.dma(ins)
             dur = c.bytes / c.rate_bytes_per_ns if c.rate_bytes_per_ns > 0 else 0.0
@@ -92,8 +93,11 @@ def schedule_py(trace: Trace, model: CostModel,
             res = engine.get(eng)
             if res is None:
                 check_engine(eng)  # raises: no such engine on the core
-            cost = model.compute(ins)
+            if cost is None:
+                cost = model.compute(ins)
             occ = cost.occupancy_ns
+            if cost.hidden_ns and res.free_at > ready:  # bubble overlaps the previous instruction
+                occ -= min(cost.hidden_ns, res.free_at - ready)
             held = ports.needed(eng, ins) if ports.active else ()
             s = acquire_all((res,) + held, ready, occ) if held else res.acquire(ready, occ)
         start[i] = s

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import warnings
 import weakref
@@ -23,6 +24,7 @@ from ...ir.trace import Instruction, Region, Trace
 
 # NamedTuples built with tuple.__new__ on the hot path: their own __new__ is a Python function
 _tuple_new = tuple.__new__
+_FIRST_LAST_BYTES = operator.itemgetter(0, 1, 2)  # of an Accountant interval (profile occupancy)
 
 _tls = threading.local()
 
@@ -201,8 +203,10 @@ class KernelContext:
         free = 1
         for s in shape[1:]:
             free *= s
+        # "deferred_zero": the allocation's own zeroing, moved to the first use; it belongs before
+        # any loop the use sits in, so the race check (races.py) does not count it as a write there
         self.record("vector", "memset", [], [reg], shape[0], free, "-", dname,
-                    (("value", 0.0),), loc)
+                    (("value", 0.0), ("deferred_zero", True)), loc)
 
     def touch(self, r: Region, idx: int) -> None:
         """Note that instruction idx wrote region r (liveness, pending PSUM zeroing)."""
@@ -222,6 +226,13 @@ class KernelContext:
                                                     self.sbuf.peak)
         meta["psum_peak_bytes_per_partition"] = max(meta.get("psum_peak_bytes_per_partition", 0),
                                                     self.psum.peak)
+        # the live ranges behind the peak, for the profile's occupancy over time (profile/insight):
+        # flat [first, last, bytes per partition, ...] per memory, once per instance (no hot path)
+        for acc in (self.sbuf, self.psum):
+            meta.setdefault(f"{acc.memory}_live", []).extend(
+                itertools.chain.from_iterable(map(_FIRST_LAST_BYTES, acc.intervals.values())))
+            meta[f"{acc.memory}_manual_bytes"] = max(meta.get(f"{acc.memory}_manual_bytes", 0),
+                                                      acc.manual_end)
         if self.sbuf.spill_excess:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)

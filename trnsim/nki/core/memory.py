@@ -20,6 +20,12 @@ class Accountant:
     # or writes it (Python references that linger after the last use do not count, as they do not
     # for the NKI compiler). Manually placed tensors reserve bytes [0, end) of their partitions. The
     # peak is found by a sweep when the kernel instance finishes (``check``).
+    # Known over-strictness (issue 14, nki-library bwmm_shard_on_I at LNC=2): liveness follows the
+    # kernel's program order. That kernel fills GUP_N_TILES = I_TP/2/128 PSUM accumulators of one
+    # 2 KiB bank each and evacuates them all in a later loop: I_TP = 2048 needs exactly 8 banks
+    # (accepted, peak 16384 B), I_TP = 3072 needs 12 (refused here). Its docstring recommends I_TP up
+    # to 16384, so the Neuron compiler must hoist each evacuation to just after the tile's last
+    # matmul (instruction scheduling) before allocating; modelling that reordering is not done yet.
 
     def __init__(self, memory: str, spec: OnChipMemory):
         self.memory = memory

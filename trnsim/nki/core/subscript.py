@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ...errors import IndexingError, OutOfBoundsError, ShapeError
+from . import fastpath
 from .index_exprs import DynSlice, IndexArray, IndexExpr, _bshape, _is_int
 from .tensor import BlockMap, Gather, NkiTensor
 
@@ -100,7 +101,8 @@ def subscript(t: NkiTensor, key) -> NkiTensor:
         return _block_subscript(t, key)
     # a basic subscript is a pure function of the tensor's geometry and the key: the view is
     # reused, with its cached array, fp32 view and trace region (kernels re-index every iteration)
-    vk = _view_key(key)
+    m = fastpath.module()
+    vk = _view_key(key) if m is None else m.view_key(key)
     views = t._views
     if vk is not None and views is not None:
         v = views.get(vk)

@@ -18,7 +18,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 
 from ...errors import IndexingError, ShapeError, UnsupportedError
-from . import dtypes as dt
+from . import dtypes as dt, fastpath
 from .access_kinds import BlockMap, Gather  # noqa: F401  (re-exported)
 from .views import ViewMethods
 from .refcount import _TEMP_REFS, _TEMP_REFS_INPLACE
@@ -187,6 +187,13 @@ class NkiTensor(ViewMethods):
 
     # -- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
+        views = self._views  # reused basic views (subscript.py): the hit is looked up here, in C
+        if views is not None:
+            m = fastpath.module()
+            if m is not None:
+                v = views.get(m.view_key(key))  # None (not a plain key) is never a cache key
+                if v is not None:
+                    return v
         return _hooks.subscript(self, key)
 
     def __setitem__(self, key, value) -> None:

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,15 @@ from ...errors import DtypeError, KernelError, MemoryAccessError, ShapeError
 from ...ir.trace import Instruction
 from ..core import dtypes as dt
 from ..core.context import current, region
+from ..core.fastpath import product_buffers
 from ..core.tensor import NkiTensor
 from . import base, elementwise
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")
+_DETACHED = np.empty(0, np.uint8)  # the storage of a product whose array was recycled
+# products smaller than this come cheaply from malloc's free lists; larger ones are fresh pages
+# (page faults, cold cache) each time, so they are reused (a host-side choice, not a hardware figure)
+_RECYCLE_BYTES = 64 * 1024
 
 
 def _same_view(a: NkiTensor, b: NkiTensor) -> bool:
@@ -156,6 +162,21 @@ def inplace(dst: NkiTensor, other: Any, name: str, *, temporary: bool) -> NkiTen
                       rule="operand-type", value=type(other).__name__, where=base.where())
 
 
+def _recycle(prod: NkiTensor, vals: np.ndarray) -> None:
+    """Hand the temporary product's array to the next matmul of its shape: ``prod`` is dead
+    after its accumulation (inplace() saw no other reference to it), so its storage is detached
+    first, and the array is kept only when nothing else refers to it."""
+    st = prod._st
+    if vals.nbytes < _RECYCLE_BYTES or prod._arr is not vals or st.data.base is not vals or \
+            st.manual:
+        return
+    prod._arr = None
+    st.data = _DETACHED
+    # the caller's name, this frame's and getrefcount's argument: nothing else holds the array
+    if sys.getrefcount(vals) == 3:
+        product_buffers.give(vals)
+
+
 def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
     """Add a matmul result into PSUM; bytes never written since allocation start a new group."""
     _, idx, engine, opcode = prod._fresh
@@ -182,6 +203,7 @@ def accumulate_into(ctx, dst: NkiTensor, prod: NkiTensor) -> None:
                 not dst._st.manual and not ctx.convert.stochastic:
             old += vals  # fp32 PSUM, fully initialized: the read-add-write in place
             dst._st._f32 = None  # fp32_dirty(), inlined
+            _recycle(prod, vals)
             vals = None
         elif dst._st.full:
             vals = base.f32(old) + vals

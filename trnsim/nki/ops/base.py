@@ -21,7 +21,8 @@ from ..core.subscript import check_gather_bounds
 from ..core.storage import Storage
 from ..core.tensor import NkiTensor
 from .operands import (  # noqa: F401  (re-exported: ops use base.<check>)
-    Engine, _UNKNOWN, engine_name, where, need_tensor, check_nonempty, tile, produced_at,
+    Engine, _UNKNOWN, AutoEngine, active_free, auto_engine, engine_name, where, need_tensor,
+    check_nonempty, tile, produced_at,
     implicit_copy, check_engine_access, check_partitions, check_alignment, check_free_size,
     same_partitions, read, check_owner, written, _owner_label, _owner_view, _SHADOWED, read_f32,
     f32, and_init, _align, out_dtype, op_mask, scalar_or_column, _flat, _same_layout, _rows_init)
@@ -246,6 +247,10 @@ def emit(ctx: KernelContext, *, dst: Optional[NkiTensor], values: Optional[np.nd
     wregs = [region(dst)] + [region(w) for w in extra_writes]
     if reduce_op is not None:
         rregs.append(region(dst))
+    if type(engine) is AutoEngine:  # left to the compiler: record the engines it may pick
+        engine, attrs = auto_engine(ctx, engine, opcode, tuple(attrs))
+    if mask is not None and (k := active_free(mask, free)) < free:  # a partial tile's real size
+        attrs = tuple(attrs) + (("active_free", k),)
     idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
                      dt.name(dst._dtype), tuple(attrs), loc)
     return Produced(idx)
@@ -271,6 +276,10 @@ def emit_fresh(ctx: KernelContext, values, out_shape: Tuple[int, ...], out_dtype
     wregs = [out._region or region(out)]
     if extra_writes:
         wregs += [region(w) for w in extra_writes]
+    if type(engine) is AutoEngine:  # left to the compiler: record the engines it may pick
+        engine, attrs = auto_engine(ctx, engine, opcode, attrs)
+    if mask is not None and (k := active_free(mask, free)) < free:  # a partial tile's real size
+        attrs = attrs + (("active_free", k),)
     idx = ctx.record(engine, opcode, rregs, wregs, partitions, free, dtype_in,
                      dt.name(out_dtype), attrs, loc, fresh_writes=not extra_writes)
     out._fresh = (ctx, idx, engine, opcode)

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ...errors import KernelError, MemoryAccessError, ShapeError
-from ..core import dtypes as dt, gates
+from ..core import dtypes as dt, fastpath, gates
 from ..core.alu import BINARY, BITVEC, UNARY, token_name
 from ..core.context import current
 from ..core.index_exprs import _IndexBase
@@ -19,6 +19,7 @@ from ..core.tensor import NkiTensor
 from . import base
 from .base import emit, f32, op_mask, read, tile, where
 
+_BF16 = dt.bfloat16
 _INT_EXACT = frozenset(["add", "subtract", "multiply", "maximum", "minimum", "mod"])
 # np.generic covers ml_dtypes scalars (ml_dtypes.bfloat16(1.0) is not an np.floating)
 _SCALARS = (int, float, np.integer, np.floating, bool, np.bool_, np.generic)
@@ -143,7 +144,13 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
         eng = "gpsimd"
     vals = None
     if ctx.numerics:
-        vals = _compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints)
+        # fp32/bf16 operands into a bf16 result: the C fast path computes the fp32 op and the
+        # round to nearest even in one pass, bit for bit what the numpy expression below gives
+        if od == _BF16 and va.shape == vb.shape and not ctx.convert.stochastic and \
+                dt.storage_dtype(od, ctx.options.precise_fp) == _BF16:
+            vals = fastpath.binary_to_bf16(name, va, vb)
+        if vals is None:
+            vals = _compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints)
         if vals.shape != shape:  # a broadcast view only when needed: a fresh result is adopted
             vals = np.broadcast_to(vals, shape)
     init = base.and_init(tuple(shape), ia, ib)

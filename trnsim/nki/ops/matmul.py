@@ -14,12 +14,17 @@ import numpy as np
 from ...errors import (DtypeError, KernelError, MemoryAccessError, PartitionError, ShapeError,
                        UnsupportedError)
 from ..core import dtypes as dt, gates
-from ..core.context import current
+from ..core.context import current, fresh_region, region
 from ..core.tensor import NkiTensor
+from ..core.storage import Storage
+from ...source import user_loc
+from ..core import fastpath
+from ..core.fastpath import product_buffers
 from . import base
 from .base import emit, f32, op_mask, read, tile, where
 
 _FP32_LIKE = ("float32", "tfloat32")
+_F32 = dt.float32
 _DOUBLE_ROW = ("double_row", "double_row_gen3", "double_row_gen4")
 
 
@@ -56,15 +61,22 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     # every check below depends only on this key: kernels issue the same matmul shape thousands
     # of times, so the checks run once per shape and the result is reused
     plans = ctx.op_plans
-    try:
-        key = (opcode, s._shape, s._dtype, mv._shape, mv._dtype, is_transpose, perf_mode,
-               tuple(tile_position), tuple(tile_size), accumulate, bool(is_stationary_onezero),
-               bool(is_moving_onezero),
-               None if dst is None else (dst._shape, dst._dtype, dst._st.memory, dst.size))
+    if dst is None and accumulate is None and perf_mode is None and is_transpose is False and \
+            type(tile_position) is tuple and not tile_position and type(tile_size) is tuple and \
+            not tile_size and is_stationary_onezero is False and is_moving_onezero is False:
+        # every flag at its default (the hot case): a short key, which no full key equals
+        key = (opcode, s._shape, s._dtype, mv._shape, mv._dtype)
         plan = plans.get(key)
-    except (TypeError, AttributeError):  # an odd argument: no caching, the checks report it
-        plan = None
-        key = None
+    else:
+        try:
+            key = (opcode, s._shape, s._dtype, mv._shape, mv._dtype, is_transpose, perf_mode,
+                   tuple(tile_position), tuple(tile_size), accumulate, bool(is_stationary_onezero),
+                   bool(is_moving_onezero),
+                   None if dst is None else (dst._shape, dst._dtype, dst._st.memory, dst.size))
+            plan = plans.get(key)
+        except (TypeError, AttributeError):  # an odd argument: no caching, the checks report it
+            plan = None
+            key = None
     if plan is None:
         plan = _matmul_plan(ctx, te, s, mv, dst, is_stationary_onezero, is_moving_onezero,
                             is_transpose, tile_position, tile_size, perf_mode, accumulate, opcode)
@@ -78,7 +90,10 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     if ctx.numerics:
         a = vs.reshape(-1, M)
         b = vm.reshape(-1, N)
-        vals = a.T @ b
+        # the same BLAS call into a product buffer that an earlier ``psum += nc_matmul(...)``
+        # handed back (no allocation, and the buffer is still in cache)
+        spare = product_buffers.take((M, N)) if dst is None else None
+        vals = a.T @ b if spare is None else np.matmul(a.T, b, out=spare)
         if vals.shape != tuple(out_shape):  # reshape only when needed: a fresh array is adopted
             vals = vals.reshape(out_shape)     # as the result tile's storage (no copy)
         if is_transpose and te.transpose_keeps_16bit:
@@ -96,6 +111,9 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         init = (cs[:, None] & cm[None, :]).reshape(out_shape)
     if dst is None:
         if m is None and init is None:
+            if od is _F32 and vals is not None and fastpath.ON and vals.base is None and \
+                    vals.shape == out_shape and vals.flags.c_contiguous:
+                return _emit_product(ctx, vals, out_shape, opcode, s, mv, K, N, attrs, sname)
             return base.emit_fresh(ctx, vals, out_shape, od, "tensor", opcode, (s, mv), "psum", K,
                                    N, attrs, sname)
         return emit(ctx, dst=None, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
@@ -117,6 +135,27 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
                 engine="tensor", opcode=opcode, reads=acc_reads, memory="psum", partitions=K,
                 free=N, attrs=attrs, dtype_in=sname)
+
+
+def _emit_product(ctx, vals: np.ndarray, out_shape, opcode: str, s: NkiTensor, mv: NkiTensor,
+                  K: int, N: int, attrs: tuple, sname: str) -> NkiTensor:
+    """``base.emit_fresh`` for the hot case, inlined: an unmasked fp32 product of initialized
+    operands, a fresh C-contiguous array, becomes the result tile's storage (what ``_adopt``
+    does for it, without the checks that cannot fail here) and one instruction is recorded."""
+    rregs = [s._region or region(s), mv._region or region(mv)]
+    loc = user_loc()
+    P = out_shape[0]
+    pstride = vals.nbytes // P if P else 0
+    st = Storage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
+                 nbytes=vals.nbytes, sdtype=_F32, partitions=P, pstride=pstride, loc=loc,
+                 data=vals.reshape(-1).view(np.uint8), full=True)
+    out = NkiTensor(st, 0, out_shape, vals.strides, _F32, 0)
+    out._region = reg = fresh_region(st, out_shape, _F32)
+    out._arr = vals
+    idx = ctx.record("tensor", opcode, rregs, [reg], K, N, sname, "float32", attrs, loc,
+                     fresh_writes=True)
+    out._fresh = (ctx, idx, "tensor", opcode)
+    return out
 
 
 def _matmul_plan(ctx, te, s, mv, dst, is_stationary_onezero, is_moving_onezero, is_transpose,

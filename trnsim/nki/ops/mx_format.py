@@ -146,6 +146,25 @@ def unpack_x4(packed, dtype) -> np.ndarray:
     return codes.reshape(codes.shape[:-2] + (codes.shape[-2] * PACK,)).view(elem)
 
 
+def static_cast_x4(values, dtype) -> np.ndarray:
+    """Host ``static_cast`` where either side is an x4 MX container: packing takes the last axis
+    ``[.., 4n] -> [.., n]`` (elements rounded to nearest even first), unpacking the reverse."""
+    # The NKI library's goldens rely on both directions: static_cast(fp8 [H, 4N], float8_e4m3fn_x4)
+    # gives [H, N] x4 words, static_cast(x4 [P, F], float32) gives [P, 4F] values.
+    a = np.asarray(values)
+    dst = dt.as_dtype(dtype)
+    if dt.is_packed(a.dtype):
+        if a.dtype == dst:
+            return a.copy()
+        a = unpack_x4(a, a.dtype)
+        if not dt.is_packed(dst):
+            return a.copy() if a.dtype == dst else a.astype(np.float32).astype(dst)
+    if a.dtype == dt.tfloat32:
+        a = a.view(np.float32)
+    # integers and bools are values here (a value cast), not ready-made words: words take .view()
+    return pack_x4(a, dst).view(dst)
+
+
 def scale_rows(data_partitions: int, offset: int = 0) -> np.ndarray:
     """Row of the scale view holding the scales of each 8-partition group of an MX data tile."""
     b = np.arange(data_partitions // GROUP_PARTITIONS)

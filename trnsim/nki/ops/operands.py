@@ -31,19 +31,90 @@ Engine.__doc__ = "``nisa.engine``: unknown = 0, then the engine table's nisa cod
 _UNKNOWN = frozenset(["unknown", "unknown_engine", ""])
 
 
+class AutoEngine(str):
+    """The default engine of an instruction whose ``engine=`` the kernel left to the compiler
+    (None / unknown): compares equal to the plain name; ``emit`` records it as ``engine_auto``."""
+    __slots__ = ()
+
+
+_AUTO_NAMES: dict = {}
+
+
 def engine_name(engine: Any, default: str) -> str:
     """Resolve an ``engine=`` argument (enum, alias, string, nisa code) to an engine name;
-    None / unknown pick ``default``."""
+    None / unknown pick ``default`` (as an ``AutoEngine``: the compiler may move it)."""
     if engine is None:
-        return default
+        return _auto(default)
     if isinstance(engine, str):
         if engine.strip().lower() in _UNKNOWN:
-            return default
+            return _auto(default)
     elif isinstance(engine, (int, np.integer)) and not isinstance(engine, (bool, np.bool_)):
         engine = int(engine)
         if engine == 0:
-            return default
+            return _auto(default)
     return engines.canonical(engine, KernelError)
+
+
+def _auto(default: str) -> "AutoEngine":
+    got = _AUTO_NAMES.get(default)
+    if got is None:
+        got = _AUTO_NAMES[default] = AutoEngine(default)
+    return got
+
+
+# the compute engines the Neuron compiler balances elementwise work over (issue 13)
+_AUTO_POOL = ("vector", "gpsimd", "scalar")
+_SCALAR_BASIC_TS = frozenset([("multiply", "add"), ("multiply", None), ("add", None)])
+_CAPABLE: dict = {}
+
+
+def auto_engine(ctx: KernelContext, engine: str, opcode: str, attrs: tuple):
+    """(plain engine name, attrs) for recording: an ``AutoEngine`` adds
+    ``("engine_auto", capable engines, default first)`` when more than one engine could run the
+    op on this generation; the timing model drops those that cannot touch the operands' memories
+    (timing/costs.py: auto_engines).  A hot path: one memo lookup."""
+    key = (engine, opcode, attrs, id(ctx.spec))
+    try:
+        caps = _CAPABLE.get(key)
+    except TypeError:  # an unhashable attribute value: not memoized
+        key, caps = None, None
+    if caps is None:
+        caps = _capable(ctx, str(engine), opcode,
+                        {k: v for k, v in attrs if k in ("op", "op0", "op1")})
+        if key is not None:
+            _CAPABLE[key] = caps
+    if len(caps) > 1:
+        return str(engine), tuple(attrs) + (("engine_auto", caps),)
+    return str(engine), attrs
+
+
+def _capable(ctx: KernelContext, engine: str, opcode: str, ops: dict) -> tuple:
+    """Engines that may run ``opcode`` here: the registry's engines in the balanced pool that take
+    its ALU ops on this generation (bitvec: Vector only; tensor_scalar/tensor_copy on Scalar from
+    v3, any tensor_scalar op from v4)."""
+    from ...ir.opcodes import FEATURES, OPCODES
+    from .elementwise import is_bitvec
+    spec = OPCODES.get(opcode)
+    if spec is None or engine not in _AUTO_POOL:
+        return (engine,)
+    gen = ctx.spec.generation
+    names = (ops.get("op0", ops.get("op")), ops.get("op1"))
+    out = [engine]
+    for e in spec.engines:
+        if e == engine or e not in _AUTO_POOL:
+            continue
+        if getattr(ctx.spec.engines, e, None) is None:
+            continue
+        if e != "vector" and any(is_bitvec(n) for n in names if n):
+            continue
+        if e == "scalar":
+            if gen < FEATURES.get(f"{opcode}.engine.scalar", 2):
+                continue
+            if opcode == "tensor_scalar" and names not in _SCALAR_BASIC_TS and \
+                    gen < FEATURES["tensor_scalar.engine.scalar.any_op"]:
+                continue
+        out.append(e)
+    return tuple(out)
 
 
 def where() -> str:
@@ -340,6 +411,25 @@ def out_dtype(ctx: KernelContext, dtype_arg, *inputs) -> np.dtype:
             continue
         d = xd if d is None else dt.promote(d, xd)
     return d if d is not None else dt.float32
+
+
+def active_free(mask, free: int) -> int:
+    """Elements per partition a masked instruction touches (the most over its partitions): the
+    compiler lowers an affine mask into the access pattern; ``free`` when the mask is not an
+    array or leaves every free element of some partition active."""
+    if not isinstance(mask, np.ndarray) or mask.ndim < 2 or free <= 1:
+        return free
+    # undo broadcasting (stride-0 axes) before counting: masks are broadcast views of index
+    # comparisons, and counting the full (P, F) view would cost a pass over every element
+    st, shp = mask.strides, mask.shape
+    base = mask[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(st, shp))]
+    rep = 1
+    for s, n in zip(st[1:], shp[1:]):
+        if s == 0:
+            rep *= n
+    m = base.reshape(base.shape[0], -1)
+    k = int(m.sum(axis=1).max()) * rep
+    return k if k < free else free
 
 
 def op_mask(mask, shape):

@@ -82,7 +82,7 @@ def core_barrier(data=None, cores=(0, 1), engine=None) -> None:
     ctx = current()
     gates.require(ctx, "core_barrier")  # logical cores (LNC) exist from NeuronCore-v3
     g = _group(ctx)
-    ctx.record(base.engine_name(engine, "gpsimd"), "core_barrier", [], [], 1, 1, "-", "-",
+    ctx.record(str(base.engine_name(engine, "gpsimd")), "core_barrier", [], [], 1, 1, "-", "-",
                (("cores", tuple(cores)),))
     g.wait_barrier()
 

@@ -1,0 +1,184 @@
+"""Predicted latency of public NKI tutorial kernels before and after each optimization step the
+tutorials describe, under the engine-assignment policies (issue 13, section 1).
+
+The kernels are not ours to ship: pass the path of your own nki-samples checkout (the commit with
+the tutorials, e.g. 8370e11).  Three tutorials, each a ladder of versions the tutorial calls faster
+at every step:
+  fused_mamba       mamba_v1 -> v2 (loop reordering) -> v3 (seq_len tiling), fp32, trn2
+  attention         attn_fwd_v3 -> v4 (loop fusion) -> v5 (delayed softmax division) -> v6 (ScalarE
+                    instruction combination) -> v7 (downcast before transpose) -> v8
+                    (tensor_scalar_reduce on VectorE), seqlen 512, trn2
+  layernorm         layernorm_v1 -> v2 (bn_stats/bn_aggr + one tensor_scalar), fp32 [300, 1000],
+                    trn1: trnsim's own rewrite of the aws-neuron-sdk LayerNorm tutorial
+                    (bench/layernorm_kernels.py, calibration rows K038/K039; needs no checkout)
+For each step the table shows the predicted latency and the direction (faster/slower): ``before``
+is the model before issue 13 (a hardware override, BEFORE below), ``fixed`` the new cost rules
+with every instruction on its traced engine, ``earliest_finish`` the default engine assignment.
+
+    python bench/optimization_steps.py /path/to/nki-samples [--json] [--only mamba,attention,layernorm]
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+POLICIES = ("fixed", "earliest_finish")
+# the model before issue 13 as a hardware override: no access-bubble overlap, GpSimd two-input
+# ops at one-input cost, every instruction on its traced engine
+BEFORE = "".join(f"""
+[cores.{v}.timing.vector]
+bubble_overlap = {{ value = 0.0, source = "choice: before issue 13" }}
+[cores.{v}.timing.scalar]
+bubble_overlap = {{ value = 0.0, source = "choice: before issue 13" }}
+[cores.{v}.timing.gpsimd]
+bubble_overlap = {{ value = 0.0, source = "choice: before issue 13" }}
+two_input_factor = {{ value = 1.0, source = "choice: before issue 13" }}
+[cores.{v}.timing.assign]
+policy = {{ value = "fixed", source = "choice: before issue 13" }}
+""" for v in ("v2", "v3", "v4"))
+COLUMNS = ("before",) + POLICIES
+
+
+def _load(path, name):
+    """Import a tutorial module from the user's checkout (its own directory on sys.path)."""
+    d = os.path.dirname(path)
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ladders(root):
+    """(name, target, [(version label, kernel, args, kwargs)]) for each tutorial found."""
+    import numpy as np
+    tut = os.path.join(root, "src", "nki_samples", "tutorials")
+    out = {}
+    p = os.path.join(tut, "fused_mamba", "mamba_nki_kernels.py")
+    if os.path.exists(p):
+        m = _load(p, "tut_mamba")
+        b, ch, seq, st = 1, 256, 2048, 16  # the tutorial's default sizes
+        d = np.ones((b, ch, seq), np.float32)
+        args = (d, d, -np.ones((ch, st), np.float32), np.ones((b, st, seq), np.float32),
+                np.ones((b, st, seq), np.float32))
+        out["mamba"] = ("trn2", [(v, getattr(m, f"mamba_{v}"), args, {}) for v in ("v1", "v2", "v3")])
+    p = os.path.join(tut, "attention_fwd_performance", "attention_kernels.py")
+    if os.path.exists(p):
+        m = _load(p, "tut_attention")
+        # d_head 128; seqlen 512, the largest whose (seqlen/128) x (seqlen/512) PSUM blocks of
+        # v3 fit the 16 KiB PSUM partition without the compiler's block rotation
+        q = np.zeros((128, 512), np.float32)
+        out["attention"] = ("trn2", [(v, getattr(m, f"attn_fwd_{v}"), (q, q, q), {})
+                                     for v in ("v3", "v4", "v5", "v6", "v7", "v8")])
+    return out
+
+
+def _own_ladders():
+    """The LayerNorm tutorial steps as trnsim's bench kernels (no checkout needed)."""
+    import numpy as np
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from layernorm_kernels import layernorm_v1, layernorm_v2
+    x = np.zeros((300, 1000), np.float32)
+    g = np.zeros(1000, np.float32)
+    return {"layernorm": ("trn1", [("v1", layernorm_v1, (x, 1e-5, g, g), {}),
+                                   ("v2", layernorm_v2, (x, 1e-5, g, g), {})])}
+
+
+def _direction(prev: float, now: float, tol: float = 0.005) -> str:
+    """'faster' / 'slower' beyond a relative ``tol`` (0.5 %), else 'same'."""
+    if now < prev * (1 - tol):
+        return "faster"
+    if now > prev * (1 + tol):
+        return "slower"
+    return "same"
+
+
+def run(root, only=None, progress=None):
+    """Per tutorial, per version: predicted latency (us) under each policy, and the step's
+    direction; ``progress(label)`` is called as each version finishes."""
+    import trnsim.compat
+    trnsim.compat.install()
+    from trnsim.options import Options
+    from trnsim.timing.estimate import estimate
+    import tempfile
+    hw = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    hw.write(BEFORE)
+    hw.close()
+    res = {}
+    ladders = _ladders(root) if root else {}
+    ladders.update(_own_ladders())
+    for name, (target, steps) in ladders.items():
+        if only and name not in only:
+            continue
+        rows = []
+        for label, kern, args, kw in steps:
+            t0 = time.perf_counter()
+            tr = kern.run(*args, options=Options(target=target, timing_only=True), **kw).traces
+            row = {"version": label, "target": target,
+                   "sim_seconds": round(time.perf_counter() - t0, 2)}
+            row["before_us"] = round(estimate(tr, target, hw.name).latency_us, 2)
+            for pol in POLICIES:
+                row[f"{pol}_us"] = round(estimate(tr, target, engine_policy=pol).latency_us, 2)
+            if rows:
+                for pol in COLUMNS:
+                    row[f"{pol}_step"] = _direction(rows[-1][f"{pol}_us"], row[f"{pol}_us"])
+            rows.append(row)
+            if progress is not None:
+                progress(f"{name} {label}")
+        res[name] = rows
+    os.unlink(hw.name)
+    return res
+
+
+def table(res):
+    from rich.console import Console
+    from rich.table import Table
+    con = Console()
+    for name, rows in res.items():
+        t = Table(title=f"{name} tutorial ({rows[0]['target']}): predicted latency per step "
+                        "(the tutorial calls every step faster)")
+        t.add_column("version")
+        for pol in COLUMNS:
+            t.add_column(f"{pol} us", justify="right")
+            t.add_column("step")
+        for r in rows:
+            cells = [r["version"]]
+            for pol in COLUMNS:
+                cells += [f"{r[f'{pol}_us']:.1f}", r.get(f"{pol}_step", "")]
+            t.add_row(*cells)
+        con.print(t)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("nki_samples", nargs="?", default=os.environ.get("NKI_SAMPLES"),
+                    help="path of your nki-samples checkout (or set NKI_SAMPLES)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated: mamba,attention,layernorm")
+    args = ap.parse_args(argv)
+    root = args.nki_samples
+    skipped = None
+    if not root or not os.path.isdir(os.path.join(root, "src", "nki_samples", "tutorials")):
+        skipped = ("mamba and attention skipped: no nki-samples checkout at "
+                   f"{root or '(none given)'} (pass its path, e.g. python bench/optimization_steps.py "
+                   "~/nki-samples); the tutorial kernels are not shipped with trnsim")
+        root = None
+    only = {s for s in args.only.split(",") if s}
+    from rich.console import Console
+    err = Console(stderr=True)
+    if skipped:
+        err.print(skipped)
+    with err.status("timing the tutorial kernels") as status:
+        res = run(root, only, progress=lambda lab: status.update(f"done: {lab}"))
+    if args.json:
+        print(json.dumps(dict(res, **({"skipped": skipped} if skipped else {})), indent=2))
+    else:
+        table(res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

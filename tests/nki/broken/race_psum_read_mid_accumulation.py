@@ -1,0 +1,28 @@
+"""The K loop accumulates into PSUM with ``+=`` (legal), but every iteration also copies the
+accumulator out: it reads a partial sum that the other iterations are still adding to."""
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+from trnsim.errors import RaceError, RaceWarning
+
+EXPECT = [
+    dict(warning=RaceWarning, rule="race-affine-range", value="partitions [0, 128) bytes [0, 512)"),
+    dict(error=RaceError, rule="race-affine-range", strict=True, deferred=True),
+]
+
+
+@nki.jit
+def kernel(a, b):
+    out = nl.ndarray((4, 128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(4):
+        at = nl.load(a[k * 128:(k + 1) * 128, :])
+        bt = nl.load(b[k * 128:(k + 1) * 128, :])
+        ps += nisa.nc_matmul(at, bt)  # ERR
+        nl.store(out[k], value=nl.copy(ps))  # ERR2
+    return out
+
+
+def args():
+    return (np.ones((512, 128), np.float32), np.ones((512, 128), np.float32))

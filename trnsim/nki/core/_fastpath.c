@@ -1,0 +1,352 @@
+/* Hot numeric kernels of the functional core, each the exact counterpart of a numpy expression
+ * that stays the reference (trnsim/nki/core/fastpath.py selects between them):
+ *
+ *   binary_to_bf16(op, a, b, out)   out = bf16_rne(f32(a) op f32(b)), op in add/subtract/multiply,
+ *                                   a and b fp32 or bf16 (bf16 passed as a uint16 view), any
+ *                                   strides; numpy: (np.<op>(a.astype(f32), b.astype(f32)))
+ *                                   .astype(bfloat16)  -- one pass instead of four, no temporaries
+ *   f32_to_bf16(src, out)           out = bf16_rne(src): ml_dtypes' fp32 -> bfloat16 cast
+ *   view_key(key)                   subscript.py's _view_key (the reused-view cache key)
+ * out must not overlap the inputs (a row with a NaN result is computed twice).
+ *
+ * Rounding: round to nearest, ties to even; NaN becomes the quiet NaN 0x7fc0 with the input's
+ * sign (what ml_dtypes does); overflow rounds to +-inf; subnormals are kept (no flush).
+ * Built with -ffp-contract=off: the fp32 operation is one IEEE operation, as numpy's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAXDIM 8
+
+static inline uint16_t bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: canonical quiet NaN, sign kept */
+        return (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* carries into the exponent: overflow becomes inf */
+    return (uint16_t)(u >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* an operand: fp32 or bf16 (as uint16) elements at byte strides */
+typedef struct {
+    Py_buffer view;
+    int is_bf16;
+} operand;
+
+static int get_operand(PyObject *o, operand *op, int writable, const char *what) {
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, &op->view, flags) < 0)
+        return -1;
+    const char *f = op->view.format ? op->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (strcmp(f, "f") == 0 && op->view.itemsize == 4)
+        op->is_bf16 = 0;
+    else if (strcmp(f, "H") == 0 && op->view.itemsize == 2)
+        op->is_bf16 = 1;
+    else {
+        PyErr_Format(PyExc_TypeError, "%s: expected float32 or uint16 (bfloat16 bits), got '%s'",
+                     what, f);
+        PyBuffer_Release(&op->view);
+        return -1;
+    }
+    if (op->view.ndim > MAXDIM) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %d dims", what, MAXDIM);
+        PyBuffer_Release(&op->view);
+        return -1;
+    }
+    return 0;
+}
+
+static int same_shape(const Py_buffer *a, const Py_buffer *b) {
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
+/* a NaN result carries the NaN operand of x86's (and numpy's) addps/subps/mulps: the first one;
+ * an invalid operation (inf - inf, 0 * inf) gives the hardware's default NaN */
+static inline float nan_pick(float r, float x, float y) {
+    if (r != r)
+        return (x != x) ? x : ((y != y) ? y : r);
+    return r;
+}
+
+static inline float load(const char *p, int is_bf16) {
+    if (is_bf16) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return bf16_to_f32(h);
+    }
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+/* x86-64 Linux with GCC/clang: the contiguous loops are also compiled for AVX2 and picked at load
+ * time (the baseline build only has SSE2); elsewhere one portable version */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef CLONES
+#define CLONES
+#endif
+
+#define NAN_BITS(u) (((u) & 0x7fffffffu) > 0x7f800000u)
+
+/* contiguous rows: returns nonzero when a result was NaN (its sign then comes from nan_pick, which
+ * the caller applies on a second, careful pass over the row) */
+#define FAST(NAME, TA, LA, TB, LB)                                                              \
+    CLONES static int NAME(int opc, const TA *a, const TB *b, uint16_t *o, Py_ssize_t n) {    \
+        uint32_t bad = 0;                                                                      \
+        if (opc == 0) {                                                                        \
+            for (Py_ssize_t i = 0; i < n; i++) {                                               \
+                float r = LA(a[i]) + LB(b[i]);                                                 \
+                uint32_t u;                                                                    \
+                memcpy(&u, &r, 4);                                                             \
+                bad |= NAN_BITS(u);                                                            \
+                o[i] = bf16_rne(r);                                                            \
+            }                                                                                  \
+        } else if (opc == 1) {                                                                 \
+            for (Py_ssize_t i = 0; i < n; i++) {                                               \
+                float r = LA(a[i]) - LB(b[i]);                                                 \
+                uint32_t u;                                                                    \
+                memcpy(&u, &r, 4);                                                             \
+                bad |= NAN_BITS(u);                                                            \
+                o[i] = bf16_rne(r);                                                            \
+            }                                                                                  \
+        } else {                                                                               \
+            for (Py_ssize_t i = 0; i < n; i++) {                                               \
+                float r = LA(a[i]) * LB(b[i]);                                                 \
+                uint32_t u;                                                                    \
+                memcpy(&u, &r, 4);                                                             \
+                bad |= NAN_BITS(u);                                                            \
+                o[i] = bf16_rne(r);                                                            \
+            }                                                                                  \
+        }                                                                                      \
+        return bad != 0;                                                                       \
+    }
+
+#define ID(x) (x)
+FAST(fast_hf, uint16_t, bf16_to_f32, float, ID)
+FAST(fast_fh, float, ID, uint16_t, bf16_to_f32)
+FAST(fast_hh, uint16_t, bf16_to_f32, uint16_t, bf16_to_f32)
+FAST(fast_ff, float, ID, float, ID)
+
+/* any strides, every NaN result signed as numpy's loop signs it */
+static void careful_row(int opc, const char *pa, Py_ssize_t sa, int abf, const char *pb,
+                        Py_ssize_t sb, int bbf, char *po, Py_ssize_t so, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float x = load(pa + i * sa, abf), y = load(pb + i * sb, bbf), r;
+        switch (opc) {
+        case 0: r = x + y; break;
+        case 1: r = x - y; break;
+        default: r = x * y; break;
+        }
+        uint16_t h = bf16_rne(nan_pick(r, x, y));
+        memcpy(po + i * so, &h, 2);
+    }
+}
+
+/* the innermost dim: a vectorised pass when every operand is contiguous there */
+static void row(int opc, const char *pa, Py_ssize_t sa, int abf, const char *pb, Py_ssize_t sb,
+                int bbf, char *po, Py_ssize_t so, Py_ssize_t n) {
+    int bad = -1;
+    if (so == 2 && sa == (abf ? 2 : 4) && sb == (bbf ? 2 : 4)) {
+        uint16_t *o = (uint16_t *)po;
+        if (abf && bbf)
+            bad = fast_hh(opc, (const uint16_t *)pa, (const uint16_t *)pb, o, n);
+        else if (abf)
+            bad = fast_hf(opc, (const uint16_t *)pa, (const float *)pb, o, n);
+        else if (bbf)
+            bad = fast_fh(opc, (const float *)pa, (const uint16_t *)pb, o, n);
+        else
+            bad = fast_ff(opc, (const float *)pa, (const float *)pb, o, n);
+    }
+    if (bad != 0)
+        careful_row(opc, pa, sa, abf, pb, sb, bbf, po, so, n);
+}
+
+static void walk(int opc, int dim, int ndim, const Py_ssize_t *shape, const char *pa,
+                 const Py_ssize_t *sa, int abf, const char *pb, const Py_ssize_t *sb, int bbf,
+                 char *po, const Py_ssize_t *so) {
+    if (dim == ndim - 1) {
+        row(opc, pa, sa[dim], abf, pb, sb[dim], bbf, po, so[dim], shape[dim]);
+        return;
+    }
+    for (Py_ssize_t i = 0; i < shape[dim]; i++)
+        walk(opc, dim + 1, ndim, shape, pa + i * sa[dim], sa, abf, pb + i * sb[dim], sb, bbf,
+             po + i * so[dim], so);
+}
+
+static PyObject *py_binary_to_bf16(PyObject *self, PyObject *args) {
+    int opc;
+    PyObject *oa, *ob, *oo;
+    if (!PyArg_ParseTuple(args, "iOOO", &opc, &oa, &ob, &oo))
+        return NULL;
+    if (opc < 0 || opc > 2) {
+        PyErr_SetString(PyExc_ValueError, "op code: 0 add, 1 subtract, 2 multiply");
+        return NULL;
+    }
+    operand a, b, o;
+    if (get_operand(oa, &a, 0, "a") < 0)
+        return NULL;
+    if (get_operand(ob, &b, 0, "b") < 0) {
+        PyBuffer_Release(&a.view);
+        return NULL;
+    }
+    if (get_operand(oo, &o, 1, "out") < 0) {
+        PyBuffer_Release(&a.view);
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if (!o.is_bf16)
+        PyErr_SetString(PyExc_TypeError, "out must be uint16 (bfloat16 bits)");
+    else if (!same_shape(&a.view, &b.view) || !same_shape(&a.view, &o.view))
+        PyErr_SetString(PyExc_ValueError, "a, b and out must have one shape");
+    else {
+        Py_ssize_t n = 1;
+        for (int i = 0; i < a.view.ndim; i++)
+            n *= a.view.shape[i];
+        /* the GIL is kept: a tile is ~100k elements, and handing the GIL back and forth costs
+         * more than that on a loaded machine */
+        if (n > 0 && a.view.ndim == 0)
+            row(opc, a.view.buf, 0, a.is_bf16, b.view.buf, 0, b.is_bf16, o.view.buf, 0, 1);
+        else if (n > 0)
+            walk(opc, 0, a.view.ndim, a.view.shape, a.view.buf, a.view.strides, a.is_bf16,
+                 b.view.buf, b.view.strides, b.is_bf16, o.view.buf, o.view.strides);
+        ret = Py_None;
+        Py_INCREF(ret);
+    }
+    PyBuffer_Release(&a.view);
+    PyBuffer_Release(&b.view);
+    PyBuffer_Release(&o.view);
+    return ret;
+}
+
+CLONES static void cast_row(const float *src, uint16_t *o, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        o[i] = bf16_rne(src[i]);
+}
+
+static void walk_cast(int dim, int ndim, const Py_ssize_t *shape, const char *ps,
+                      const Py_ssize_t *ss, char *po, const Py_ssize_t *so) {
+    if (dim == ndim - 1) {
+        Py_ssize_t n = shape[dim], s = ss[dim], t = so[dim];
+        if (s == 4 && t == 2) {
+            cast_row((const float *)ps, (uint16_t *)po, n);
+            return;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, ps + i * s, 4);
+            uint16_t h = bf16_rne(f);
+            memcpy(po + i * t, &h, 2);
+        }
+        return;
+    }
+    for (Py_ssize_t i = 0; i < shape[dim]; i++)
+        walk_cast(dim + 1, ndim, shape, ps + i * ss[dim], ss, po + i * so[dim], so);
+}
+
+static PyObject *py_f32_to_bf16(PyObject *self, PyObject *args) {
+    PyObject *os_, *oo;
+    if (!PyArg_ParseTuple(args, "OO", &os_, &oo))
+        return NULL;
+    operand s, o;
+    if (get_operand(os_, &s, 0, "src") < 0)
+        return NULL;
+    if (get_operand(oo, &o, 1, "out") < 0) {
+        PyBuffer_Release(&s.view);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if (s.is_bf16 || !o.is_bf16)
+        PyErr_SetString(PyExc_TypeError, "src must be float32 and out uint16 (bfloat16 bits)");
+    else if (!same_shape(&s.view, &o.view))
+        PyErr_SetString(PyExc_ValueError, "src and out must have one shape");
+    else {
+        Py_ssize_t n = 1;
+        for (int i = 0; i < s.view.ndim; i++)
+            n *= s.view.shape[i];
+        if (n > 0) {
+            if (s.view.ndim == 0) {
+                float f;
+                memcpy(&f, s.view.buf, 4);
+                uint16_t h = bf16_rne(f);
+                memcpy(o.view.buf, &h, 2);
+            } else
+                walk_cast(0, s.view.ndim, s.view.shape, s.view.buf, s.view.strides, o.view.buf,
+                          o.view.strides);
+        }
+        ret = Py_None;
+        Py_INCREF(ret);
+    }
+    PyBuffer_Release(&s.view);
+    PyBuffer_Release(&o.view);
+    return ret;
+}
+
+/* subscript.py _view_key: a subscript of Python ints and slices of int/None bounds as a hashable
+ * tuple (ints as they are, slices as (start, stop, step)), else None; exact type checks, so True
+ * (a bool) never stands for 1 */
+static int plain_bound(PyObject *o) { return o == Py_None || PyLong_CheckExact(o); }
+
+static PyObject *py_view_key(PyObject *self, PyObject *key) {
+    int is_tuple = PyTuple_CheckExact(key);
+    Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(key) : 1;
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = is_tuple ? PyTuple_GET_ITEM(key, i) : key;
+        if (PyLong_CheckExact(k)) {
+            Py_INCREF(k);
+            PyTuple_SET_ITEM(out, i, k);
+        } else if (Py_TYPE(k) == &PySlice_Type) {
+            PySliceObject *sl = (PySliceObject *)k;
+            if (!plain_bound(sl->start) || !plain_bound(sl->stop) || !plain_bound(sl->step)) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+            PyObject *t = PyTuple_Pack(3, sl->start, sl->stop, sl->step);
+            if (t == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(out, i, t);
+        } else {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"view_key", py_view_key, METH_O, "view_key(key) -> hashable tuple or None (subscript.py)"},
+    {"binary_to_bf16", py_binary_to_bf16, METH_VARARGS,
+     "binary_to_bf16(op, a, b, out): out = bf16_rne(f32(a) op f32(b)); op 0 add 1 sub 2 mul"},
+    {"f32_to_bf16", py_f32_to_bf16, METH_VARARGS, "f32_to_bf16(src, out): out = bf16_rne(src)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_fastpath",
+                                       "Hot numeric kernels of the functional core.", -1, methods,
+                                       NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastpath(void) { return PyModule_Create(&moduledef); }
