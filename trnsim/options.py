@@ -14,6 +14,8 @@ Environment variables (all optional):
   TRNSIM_ENGINE_POLICY=fixed|earliest_finish  how the timing model places instructions left to
                                     the compiler (engine=unknown); default: the hardware data's
                                     timing.assign.policy
+  TRNSIM_RACE_CHECK=0               skip race detection (affine_range iterations, SPMD programs,
+                                    LNC cores); it costs ~10-20 % of a timing-only run
 """
 from __future__ import annotations
 
@@ -74,6 +76,9 @@ class Options:
     # engine assignment of instructions left to the compiler (timing/assign.py); None = the
     # hardware data's timing.assign.policy
     engine_policy: Optional[str] = None
+    # race detection between affine_range iterations / SPMD programs / LNC cores (nki/core/races.py);
+    # off skips its bookkeeping (timing-only sweeps over kernels already known to be race-free)
+    race_check: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "target", canonical_target(self.target, self.hardware_file))
@@ -105,6 +110,7 @@ class Options:
             uninit=(env.get("TRNSIM_UNINIT") or "nan").lower(),
             fast_forward=_fast_forward(env.get("TRNSIM_FAST_FORWARD")),
             engine_policy=env.get("TRNSIM_ENGINE_POLICY") or None,
+            race_check=_flag(env, "TRNSIM_RACE_CHECK", True),
         )
         opts.update(overrides)
         return cls(**opts)

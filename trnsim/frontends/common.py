@@ -201,7 +201,7 @@ def _loop(r, traced_once: bool, fast: bool = False, parallel: bool = False):
         return
     frame = [0, traced_once]
     ctx.loops.append(frame)
-    rec = races.LoopRecord(r) if parallel and len(r) > 1 else None
+    rec = races.LoopRecord(r) if parallel and len(r) > 1 and ctx.options.race_check else None
     marks = rec.marks if rec is not None else None
     tr = ctx.trace
 
