@@ -9,26 +9,15 @@ from trnsim.cli.main import main
 from trnsim.errors import ConfigError
 from trnsim.profile.diff import diff_runs, pick_run
 
-KERNEL = '''\
-import neuronxcc.nki.language as nl
-
-
-def act(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(a.shape[0] // 128):
-        t = nl.load(a[i * 128:(i + 1) * 128, :])
-        e = nl.exp(t)
-        nl.store(out[i * 128:(i + 1) * 128, :], value=e)
-    return out
-'''
-EXP_LINE = 8   # "e = nl.exp(t)" in KERNEL
+# the kernel file: tests/cli/conftest.py (act_kernel_file)
+EXP_LINE = 8   # "e = nl.exp(t)" in conftest.ACT_KERNEL
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, act_kernel_file):
     d = tmp_path_factory.mktemp("diff")
-    k = d / "actk.py"
-    k.write_text(KERNEL)
+    k = d / "actk.py"   # beside the saved runs (the tests below find it there)
+    k.write_text(act_kernel_file.read_text())
     a, b = d / "a.json", d / "b.json"
     for path, rows in ((a, 256), (b, 512)):   # 2 and 4 loop iterations
         assert main(["kernel", f"{k}::act", "--arg", f"a={rows}x512:float32", "--timing-only",

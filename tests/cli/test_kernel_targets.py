@@ -8,26 +8,13 @@ import pytest
 from trnsim import api
 from trnsim.cli.main import main
 
-KERNEL = '''\
-import neuronxcc.nki.language as nl
-
-
-def act(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(a.shape[0] // 128):
-        t = nl.load(a[i * 128:(i + 1) * 128, :])
-        e = nl.exp(t)
-        nl.store(out[i * 128:(i + 1) * 128, :], value=e)
-    return out
-'''
+# the kernel file: tests/cli/conftest.py (act_kernel_file)
 ARGS = ["--arg", "a=256x512:float32", "--timing-only"]
 
 
 @pytest.fixture(scope="module")
-def kfile(tmp_path_factory):
-    p = tmp_path_factory.mktemp("kern") / "actk.py"
-    p.write_text(KERNEL)
-    return str(p)
+def kfile(act_kernel_file):
+    return str(act_kernel_file)
 
 
 def _run(capsys, argv):

@@ -11,19 +11,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from trnsim.options import Options
 
 
 @pytest.fixture(scope="module")
-def estimate():
-    import trnsim.compat
-    trnsim.compat.install()
-    from trnsim.examples.matmul import matmul_tiled
-    from trnsim.timing import estimate_run
-    a = np.ones((256, 256), dtype=ml_dtypes.bfloat16)
-    b = np.ones((256, 1024), dtype=ml_dtypes.bfloat16)
-    return estimate_run(matmul_tiled.run(a, b, options=Options(target="trn2")))
-
+def estimate(matmul):
+    """The example matmul estimate (tests/profile/conftest.py)."""
+    return matmul
 
 def test_perfetto_json_is_valid_trace_event_format(estimate, tmp_path):
     from trnsim.profile.perfetto import write_perfetto

@@ -4,42 +4,11 @@ PSUM counter tracks equal to the occupancy series, the DMA queues grouped in a p
 (checked against a hand calculation), and the fixed-cost gaps labelled on a notes thread."""
 import math
 
-import ml_dtypes
 import numpy as np
-import pytest
-
-from trnsim.options import Options
 
 
-@pytest.fixture(scope="module")
-def matmul():
-    import trnsim.compat
-    trnsim.compat.install()
-    from trnsim.examples.matmul import matmul_tiled
-    from trnsim.timing import estimate_run
-    a = np.ones((256, 256), dtype=ml_dtypes.bfloat16)
-    b = np.ones((256, 1024), dtype=ml_dtypes.bfloat16)
-    return estimate_run(matmul_tiled.run(a, b, options=Options(target="trn2")))
 
-
-@pytest.fixture(scope="module")
-def double():
-    """Three instructions: load a 128 x 2048 bf16 tile, multiply by 2, store it."""
-    import trnsim.compat
-    trnsim.compat.install()
-    import neuronxcc.nki as nki
-    import neuronxcc.nki.language as nl
-    from trnsim.timing import estimate_run
-
-    @nki.jit
-    def double_it(x):
-        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        t = nl.load(x)
-        nl.store(out, value=nl.multiply(t, 2.0))
-        return out
-    x = np.ones((128, 2048), dtype=ml_dtypes.bfloat16)
-    return estimate_run(double_it.run(x, options=Options(target="trn1")))
-
+# fixtures `matmul` and `double`: tests/profile/conftest.py
 
 def _index(doc):
     """Declared processes and threads (name by id), slices by (pid, tid), and the other events."""

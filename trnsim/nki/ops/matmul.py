@@ -14,11 +14,8 @@ import numpy as np
 from ...errors import (DtypeError, KernelError, MemoryAccessError, PartitionError, ShapeError,
                        UnsupportedError)
 from ..core import dtypes as dt, gates
-from ..core.context import current, fresh_region, region
+from ..core.context import current
 from ..core.tensor import NkiTensor
-from ..core.storage import Storage
-from ...source import user_loc
-from ..core import fastpath
 from ..core.fastpath import product_buffers
 from . import base
 from .base import emit, f32, op_mask, read, tile, where
@@ -111,9 +108,6 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
         init = (cs[:, None] & cm[None, :]).reshape(out_shape)
     if dst is None:
         if m is None and init is None:
-            if od is _F32 and vals is not None and fastpath.ON and vals.base is None and \
-                    vals.shape == out_shape and vals.flags.c_contiguous:
-                return _emit_product(ctx, vals, out_shape, opcode, s, mv, K, N, attrs, sname)
             return base.emit_fresh(ctx, vals, out_shape, od, "tensor", opcode, (s, mv), "psum", K,
                                    N, attrs, sname)
         return emit(ctx, dst=None, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
@@ -135,27 +129,6 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=out_shape, out_dtype=od, mask=m,
                 engine="tensor", opcode=opcode, reads=acc_reads, memory="psum", partitions=K,
                 free=N, attrs=attrs, dtype_in=sname)
-
-
-def _emit_product(ctx, vals: np.ndarray, out_shape, opcode: str, s: NkiTensor, mv: NkiTensor,
-                  K: int, N: int, attrs: tuple, sname: str) -> NkiTensor:
-    """``base.emit_fresh`` for the hot case, inlined: an unmasked fp32 product of initialized
-    operands, a fresh C-contiguous array, becomes the result tile's storage (what ``_adopt``
-    does for it, without the checks that cannot fail here) and one instruction is recorded."""
-    rregs = [s._region or region(s), mv._region or region(mv)]
-    loc = user_loc()
-    P = out_shape[0]
-    pstride = vals.nbytes // P if P else 0
-    st = Storage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
-                 nbytes=vals.nbytes, sdtype=_F32, partitions=P, pstride=pstride, loc=loc,
-                 data=vals.reshape(-1).view(np.uint8), full=True)
-    out = NkiTensor(st, 0, out_shape, vals.strides, _F32, 0)
-    out._region = reg = fresh_region(st, out_shape, _F32)
-    out._arr = vals
-    idx = ctx.record("tensor", opcode, rregs, [reg], K, N, sname, "float32", attrs, loc,
-                     fresh_writes=True)
-    out._fresh = (ctx, idx, "tensor", opcode)
-    return out
 
 
 def _matmul_plan(ctx, te, s, mv, dst, is_stationary_onezero, is_moving_onezero, is_transpose,
