@@ -12,7 +12,7 @@ _FLAGS = [] if sys.platform == "win32" else ["-ffp-contract=off", "-std=c99"]
 
 setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"],
                              depends=[f"trnsim/timing/_native_{p}.h" for p in
-                                      ("util", "encode", "deps", "assign", "schedule")],
+                                      ("util", "encode", "deps", "gaps", "assign", "place", "schedule")],
                              extra_compile_args=_FLAGS, optional=True),
                    # the functional core's hot numeric kernels (nki/core/fastpath.py falls back to
                    # numpy without it)

@@ -13,9 +13,13 @@ at every step:
                     (bench/layernorm_kernels.py, calibration rows K038/K039; needs no checkout)
 For each step the table shows the predicted latency and the direction (faster/slower): ``before``
 is the model before issue 13 (a hardware override, BEFORE below), ``fixed`` the new cost rules
-with every instruction on its traced engine, ``earliest_finish`` the default engine assignment.
+with every instruction on its traced engine, ``earliest_finish`` the engine assignment, both with
+each engine's stream in program order, and ``window`` the default model: the assignment plus the
+compiler's reordering within each Vector/Scalar/GpSimd stream (timing/reorder.py).  ``--windows
+2,4,8`` adds a column per reordering window (instructions; a hardware override each).
 
     python bench/optimization_steps.py /path/to/nki-samples [--json] [--only mamba,attention,layernorm]
+        [--windows 2,4,8]
 """
 import argparse
 import importlib.util
@@ -24,7 +28,9 @@ import os
 import sys
 import time
 
-POLICIES = ("fixed", "earliest_finish")
+# column -> (engine_policy, stream_order) overrides (None: the hardware data's)
+POLICIES = {"fixed": ("fixed", "in_order"), "earliest_finish": ("earliest_finish", "in_order"),
+            "window": (None, None)}
 # the model before issue 13 as a hardware override: no access-bubble overlap, GpSimd two-input
 # ops at one-input cost, every instruction on its traced engine
 BEFORE = "".join(f"""
@@ -37,8 +43,14 @@ bubble_overlap = {{ value = 0.0, source = "choice: before issue 13" }}
 two_input_factor = {{ value = 1.0, source = "choice: before issue 13" }}
 [cores.{v}.timing.assign]
 policy = {{ value = "fixed", source = "choice: before issue 13" }}
+[cores.{v}.timing.reorder]
+policy = {{ value = "in_order", source = "choice: before issue 13" }}
 """ for v in ("v2", "v3", "v4"))
-COLUMNS = ("before",) + POLICIES
+WINDOW = "".join(f"""
+[cores.{v}.timing.reorder]
+window_instructions = {{{{ value = {{w}}, source = "choice: bench window sweep" }}}}
+""" for v in ("v2", "v3", "v4"))
+COLUMNS = ("before",) + tuple(POLICIES)
 
 
 def _load(path, name):
@@ -96,17 +108,25 @@ def _direction(prev: float, now: float, tol: float = 0.005) -> str:
     return "same"
 
 
-def run(root, only=None, progress=None):
-    """Per tutorial, per version: predicted latency (us) under each policy, and the step's
-    direction; ``progress(label)`` is called as each version finishes."""
+def _hw_file(text):
+    import tempfile
+    f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+def run(root, only=None, progress=None, windows=()):
+    """Per tutorial, per version: predicted latency (us) under each policy (and each reordering
+    window in ``windows``), and the step's direction; ``progress(label)`` is called as each
+    version finishes."""
     import trnsim.compat
     trnsim.compat.install()
     from trnsim.options import Options
     from trnsim.timing.estimate import estimate
-    import tempfile
-    hw = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    hw.write(BEFORE)
-    hw.close()
+    before = _hw_file(BEFORE)
+    wfiles = {f"window_{w}": _hw_file(WINDOW.format(w=w)) for w in windows}
+    columns = COLUMNS + tuple(wfiles)
     res = {}
     ladders = _ladders(root) if root else {}
     ladders.update(_own_ladders())
@@ -119,17 +139,21 @@ def run(root, only=None, progress=None):
             tr = kern.run(*args, options=Options(target=target, timing_only=True), **kw).traces
             row = {"version": label, "target": target,
                    "sim_seconds": round(time.perf_counter() - t0, 2)}
-            row["before_us"] = round(estimate(tr, target, hw.name).latency_us, 2)
-            for pol in POLICIES:
-                row[f"{pol}_us"] = round(estimate(tr, target, engine_policy=pol).latency_us, 2)
+            row["before_us"] = round(estimate(tr, target, before).latency_us, 2)
+            for col, (pol, order) in POLICIES.items():
+                row[f"{col}_us"] = round(estimate(tr, target, engine_policy=pol,
+                                                  stream_order=order).latency_us, 2)
+            for col, hw in wfiles.items():
+                row[f"{col}_us"] = round(estimate(tr, target, hw).latency_us, 2)
             if rows:
-                for pol in COLUMNS:
+                for pol in columns:
                     row[f"{pol}_step"] = _direction(rows[-1][f"{pol}_us"], row[f"{pol}_us"])
             rows.append(row)
             if progress is not None:
                 progress(f"{name} {label}")
         res[name] = rows
-    os.unlink(hw.name)
+    for f in (before,) + tuple(wfiles.values()):
+        os.unlink(f)
     return res
 
 
@@ -141,12 +165,13 @@ def table(res):
         t = Table(title=f"{name} tutorial ({rows[0]['target']}): predicted latency per step "
                         "(the tutorial calls every step faster)")
         t.add_column("version")
-        for pol in COLUMNS:
+        columns = [k[:-3] for k in rows[0] if k.endswith("_us")]
+        for pol in columns:
             t.add_column(f"{pol} us", justify="right")
             t.add_column("step")
         for r in rows:
             cells = [r["version"]]
-            for pol in COLUMNS:
+            for pol in columns:
                 cells += [f"{r[f'{pol}_us']:.1f}", r.get(f"{pol}_step", "")]
             t.add_row(*cells)
         con.print(t)
@@ -158,6 +183,7 @@ def main(argv=None):
                     help="path of your nki-samples checkout (or set NKI_SAMPLES)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated: mamba,attention,layernorm")
+    ap.add_argument("--windows", default="", help="comma-separated reordering windows to add, e.g. 2,4,8")
     args = ap.parse_args(argv)
     root = args.nki_samples
     skipped = None
@@ -172,7 +198,8 @@ def main(argv=None):
     if skipped:
         err.print(skipped)
     with err.status("timing the tutorial kernels") as status:
-        res = run(root, only, progress=lambda lab: status.update(f"done: {lab}"))
+        windows = [int(w) for w in args.windows.split(",") if w]
+        res = run(root, only, progress=lambda lab: status.update(f"done: {lab}"), windows=windows)
     if args.json:
         print(json.dumps(dict(res, **({"skipped": skipped} if skipped else {})), indent=2))
     else:

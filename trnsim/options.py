@@ -14,6 +14,9 @@ Environment variables (all optional):
   TRNSIM_ENGINE_POLICY=fixed|earliest_finish  how the timing model places instructions left to
                                     the compiler (engine=unknown); default: the hardware data's
                                     timing.assign.policy
+  TRNSIM_STREAM_ORDER=in_order|window  whether the timing model lets the compiler reorder each
+                                    Vector/Scalar/GpSimd stream (timing/reorder.py); default:
+                                    the hardware data's timing.reorder.policy
   TRNSIM_RACE_CHECK=0               skip race detection (affine_range iterations, SPMD programs,
                                     LNC cores); it costs ~10-20 % of a timing-only run
 """
@@ -76,6 +79,9 @@ class Options:
     # engine assignment of instructions left to the compiler (timing/assign.py); None = the
     # hardware data's timing.assign.policy
     engine_policy: Optional[str] = None
+    # order of each Vector/Scalar/GpSimd stream (timing/reorder.py): "in_order" or "window"; None =
+    # the hardware data's timing.reorder.policy
+    stream_order: Optional[str] = None
     # race detection between affine_range iterations / SPMD programs / LNC cores (nki/core/races.py);
     # off skips its bookkeeping (timing-only sweeps over kernels already known to be race-free)
     race_check: bool = True
@@ -110,6 +116,7 @@ class Options:
             uninit=(env.get("TRNSIM_UNINIT") or "nan").lower(),
             fast_forward=_fast_forward(env.get("TRNSIM_FAST_FORWARD")),
             engine_policy=env.get("TRNSIM_ENGINE_POLICY") or None,
+            stream_order=env.get("TRNSIM_STREAM_ORDER") or None,
             race_check=_flag(env, "TRNSIM_RACE_CHECK", True),
         )
         opts.update(overrides)

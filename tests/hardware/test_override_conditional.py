@@ -60,6 +60,10 @@ CASES = {
                                               "true", "Vector and GpSimd overlap on SBUF"),
     "timing.gpsimd.bubble_overlap": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
                                      "0.0", "four independent GpSimd ops queue: none of the bubble hides"),
+    "timing.vector.two_input_min_free": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
+                                         "4096", "2048-element tensor_tensor: at or under the threshold, one pass"),
+    "timing.gpsimd.two_input_min_free": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
+                                         "4096", "2048-element tensor_tensor: at or under the threshold, one pass"),
 }
 TARGET = {"v3": "trn2", "v4": "trn3"}
 _n = itertools.count()

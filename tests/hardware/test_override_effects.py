@@ -40,6 +40,8 @@ CONDITIONAL = {
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",
     "timing.gpsimd.bubble_overlap": "GpSimd instructions queued behind another GpSimd instruction",
+    "timing.vector.two_input_min_free": "two-input Vector instructions between 128 and the new threshold",
+    "timing.gpsimd.two_input_min_free": "two-input GpSimd instructions between 128 and the new threshold",
     "clocks.profiler_base_hz": "descriptive (refused as an override, hardware/rules.py)",
 }
 
@@ -97,6 +99,8 @@ def _changed(path: str, v):
     leaf = path.split(".")[-1]
     if isinstance(v, bool):
         return str(not v).lower()
+    if isinstance(v, str) and path == "timing.reorder.policy":  # the other stream order
+        return '"in_order"' if v != "in_order" else '"window"'
     if isinstance(v, str):  # the engine-assignment policy: the other one
         return '"fixed"' if v != "fixed" else '"earliest_finish"'
     if isinstance(v, tuple) and v and isinstance(v[0], str):  # engines balanced over: Vector only

@@ -88,3 +88,65 @@ def test_spill_stores_and_reloads_follow_the_fewest_reloads_rule():
     assert 7 in deps[8] and 9 in deps[10]
     est = estimate_run(r)
     assert est.summary()["hbm_bytes"] >= 4 * 128 * 65536 + 5 * 128 * 65536
+
+
+LEGACY_FOUR_TILES = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def kernel(x):
+    out = nl.ndarray((128, 16384), dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.load(x[0])
+    b = nl.load(x[1])
+    c = nl.load(x[2])
+    d = nl.load(x[3])
+    s = nl.add(nl.add(a, b), nl.add(c, d))
+    nl.store(out, value=s)
+    return out
+'''
+
+
+def _legacy_four_tiles(tmp_path, hw=None):
+    from trnsim import api
+    p = tmp_path / "legacy_four.py"
+    p.write_text(LEGACY_FOUR_TILES)
+    k = api.load_kernel(str(p), "kernel")
+    return k.run(np.ones((4, 128, 16384), np.float32),
+                 options=Options(target="trn2", timing_only=True, hardware_file=hw))
+
+
+def test_legacy_overflow_fails_by_default_and_spills_when_the_core_data_says_so(tmp_path):
+    """cores.toml [vN.sbuf] legacy_overflow: "fail" (default) raises; "spill" (what the neuronxcc
+    programming model describes) warns and times the spill DMAs.  Hand count (program order):
+    loads a..d at 0..3, a+b at 4, c+d at 5, their sum at 6; a result is counted from the
+    instruction after the one that makes it, so the peak is a, b, c, d: 4 x 64 KiB.  Fewest
+    reloads: loading d needs room; of a, b (next use 4) and c (next use 5) c goes out (one store)
+    and comes back before c+d (one reload)."""
+    from trnsim.errors import CapacityError
+    with pytest.raises(CapacityError) as ei:
+        _legacy_four_tiles(tmp_path)
+    assert ei.value.rule == "sbuf-capacity"
+    hw = tmp_path / "spill.toml"
+    hw.write_text('[cores.v3.sbuf]\nlegacy_overflow = { value = "spill", source = "choice: test" }\n')
+    with pytest.warns(SbufSpillWarning) as rec:
+        r = _legacy_four_tiles(tmp_path, str(hw))
+    peak, cap = 4 * 65536, 224 * 1024
+    meta = r.traces[0].meta
+    assert meta["sbuf_peak_bytes_per_partition"] == peak
+    assert meta["sbuf_spill_bytes_per_partition"] == peak - cap
+    assert f"{peak - cap} B per partition" in str(rec[0].message)
+    spills = [ins.attr("spill") for ins in r.traces[0] if ins.attr("spill")]
+    assert spills == ["store", "load"]
+    assert meta["sbuf_spill_traffic_bytes"] == 2 * 128 * 65536
+
+
+def test_legacy_overflow_values_are_checked(tmp_path):
+    from trnsim.errors import HardwareFileError
+    from trnsim.hardware import load_catalog
+    for i, (mem, value) in enumerate((("sbuf", "maybe"), ("psum", "spill"))):
+        hw = tmp_path / f"bad{i}.toml"
+        hw.write_text(f'[cores.v3.{mem}]\nlegacy_overflow = {{ value = "{value}", source = "choice: test" }}\n')
+        with pytest.raises(HardwareFileError) as ei:
+            load_catalog(str(hw))
+        assert ei.value.rule == "hardware-file-range" and ei.value.value == value

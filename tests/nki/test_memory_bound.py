@@ -88,3 +88,46 @@ def test_traced_memory_does_not_grow_per_run():
     # 20 more runs of a kernel whose input alone is 1 MiB and whose manual SBUF buffer is 24 MiB:
     # less than 256 KiB more held afterwards (a leak of one input per run would be 20 MiB)
     assert grown < 256 * 1024, grown
+
+
+def test_suite_memory_bench_tells_the_tests_own_memory_from_trnsims(tmp_path):
+    """bench/suite_memory.py splits a test's peak RSS into what the test itself allocates (here a
+    256 MiB golden, written so its pages are resident) and what a trnsim launch adds (here a
+    128 x 512 fp32 kernel: well under 64 MiB)."""
+    import os
+    import sys
+    unit = tmp_path / "test" / "unit"
+    unit.mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (unit / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--simulation-only', action='store_true')\n")
+    (unit / "test_heavy_golden.py").write_text(
+        "import numpy as np\n"
+        "from neuronxcc.nki import baremetal, simulate_kernel\n"
+        "import neuronxcc.nki.language as nl\n\n"
+        "def k(a):\n"
+        "    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(out, nl.exp(nl.load(a)))\n"
+        "    return out\n\n"
+        "def test_golden_then_kernel():\n"
+        "    golden = np.full((256, 1024, 1024), 2, np.uint8)\n"
+        "    del golden\n"
+        "    a = np.ones((128, 512), np.float32)\n"
+        "    assert np.allclose(simulate_kernel(baremetal(k), a), np.exp(a))\n")
+    bench = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
+    sys.path.insert(0, bench)
+    try:
+        import suite_memory
+    finally:
+        sys.path.remove(bench)
+    res = suite_memory.measure(str(tmp_path), per="test")
+    (rec,) = res["records"]
+    mib = 1 << 20
+    assert rec["outcome"] == "passed" and rec["launches"] == 1
+    # 256 MiB golden; RSS counts pages, and the start reading may hold pages freed later, so a
+    # few MiB of slack
+    assert rec["own_peak"] - rec["rss_start"] >= 250 * mib
+    assert 0 <= rec["trnsim_extra"] < 64 * mib
+    assert rec["launch_peak"] < rec["own_peak"]  # the golden was freed before the launch
+    assert rec["process_maxrss"] >= rec["own_peak"]  # the process peak survives the resets

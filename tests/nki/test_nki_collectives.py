@@ -10,18 +10,9 @@ from trnsim.frontends.nki.collectives import run_ranks
 from trnsim.ir.opcodes import lookup
 from trnsim.nki.world import CollectiveDeadlockError, CollectiveMismatchError
 
+from collective_staging import hbm as _hbm, stage as _stage
+
 ncc, nisa, nl = nki.collectives, nki.isa, nki.language
-
-
-def _hbm(shape, dtype, name=None):
-    return nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm, name=name)
-
-
-def _stage(inp, dst_shape):
-    """src (a copy of the input: collectives cannot touch the kernel's I/O tensors), dst, out."""
-    src, dst = _hbm(inp.shape, inp.dtype, "src"), _hbm(dst_shape, inp.dtype, "dst")
-    nisa.dma_copy(dst=src, src=inp)
-    return src, dst, _hbm(dst_shape, inp.dtype)
 
 
 @nki.jit

@@ -8,14 +8,9 @@ from trnsim.frontends.nki.collectives import run_ranks
 from trnsim.hardware import load_catalog
 from trnsim.ir.opcodes import lookup
 
+from collective_staging import stage as _stage
+
 ncc, nisa, nl = nki.collectives, nki.isa, nki.language
-
-
-def _stage(inp, dst_shape):
-    src = nl.ndarray(inp.shape, dtype=inp.dtype, buffer=nl.shared_hbm, name="src")
-    dst = nl.ndarray(dst_shape, dtype=inp.dtype, buffer=nl.shared_hbm, name="dst")
-    nisa.dma_copy(dst=src, src=inp)
-    return src, dst, nl.ndarray(dst_shape, dtype=inp.dtype, buffer=nl.shared_hbm)
 
 
 @nki.jit

@@ -43,6 +43,21 @@ def test_two_inputs_cost_twice_one_input_on_vector_fp32():
     # at N <= 128 the second input costs nothing extra
     small = ins("vector", "tensor_tensor", [reg(1, 128), reg(2, 128)], [reg(3, 128)], 128)
     assert occ(m, small) == pytest.approx((60 + 128) / 1.12)
+    # the threshold is the data's (timing.vector/gpsimd.two_input_min_free): raised to 1024, a
+    # 1024-element tensor_tensor takes one pass, 1025 elements two
+    import dataclasses
+    core = get_core("trn1")
+    t = core.timing
+    t = dataclasses.replace(t, vector=dataclasses.replace(t.vector, two_input_min_free=1024),
+                            gpsimd=dataclasses.replace(t.gpsimd, two_input_min_free=1024))
+    m2 = CostModel(dataclasses.replace(core, timing=t), get_chip("trn1"), engine_policy="fixed")
+    assert occ(m2, tt) == pytest.approx((60 + n) / 1.12)
+    big = ins("vector", "tensor_tensor", [reg(1, 1025), reg(2, 1025)], [reg(3, 1025)], 1025)
+    assert occ(m2, big) == pytest.approx((60 + 2 * 1025) / 1.12)
+    # GpSimd on v2: 1 fp32 element per cycle at 1.4 GHz [ARCH2]
+    g = ins("gpsimd", "tensor_tensor", [reg(1, n), reg(2, n)], [reg(3, n)], n)
+    assert occ(m, g) == pytest.approx((60 + 2 * n) / 1.4)
+    assert occ(m2, g) == pytest.approx((60 + n) / 1.4)
 
 
 def test_partition_count_does_not_change_the_cost():

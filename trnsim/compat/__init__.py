@@ -1,4 +1,5 @@
-"""Import shims: make ``neuronxcc.nki``, ``nki`` and ``nki_cpu_simulator`` resolve to trnsim.
+"""Import shims: make ``neuronxcc.nki``, ``nki``, ``nki_cpu_simulator`` and ``neuron_dtypes``
+resolve to trnsim.
 
 ``install()`` puts trnsim's modules into ``sys.modules`` under the public names (recording what it
 replaced, restored by ``uninstall()``), the way Triton's interpreter swaps its builder.
@@ -85,6 +86,8 @@ def _aliases() -> Dict[str, types.ModuleType]:
     out["nki_cpu_simulator.nki"] = new
     for sub in new.SUBMODULES:
         out[f"nki_cpu_simulator.nki.{sub}"] = out[f"nki.{sub}"]
+    # the Neuron SDK's host dtype helpers, imported by the NKI library's tests and goldens
+    out["neuron_dtypes"] = importlib.import_module("trnsim.compat.neuron_dtypes")
     return out
 
 

@@ -35,10 +35,15 @@ RANGES: Dict[str, Dict[str, str]] = {
                                        "strided_penalty")},
     "ScalarTiming": {f: _POS for f in ("elems_per_cycle", "bf16_speedup", "strided_penalty")},
     "GpSimdTiming": {"elems_per_cycle_32bit": _POS},
+    "ReorderTiming": {"window_instructions": _POS},
     "DmaTiming": {"engine_bytes_per_ns": _POS, "partitions_per_engine": _POS, "efficiency_floor": "unit",
                   "transpose_hbm_efficiency": "fraction", "transpose_sbuf_efficiency": "fraction"},
     "ChipSpec": {"cores": _POS, "hbm_bytes": _POS, "hbm_bandwidth_bytes_per_s": _POS, "hbm_stacks": _POS},
 }
+# the orders a capacity check may take live ranges from (nki/core/liveness.py)
+LIVENESS_RULES = ("program_order", "hoist_last_reader")
+# how automatically allocated SBUF tiles get physical bytes for timing (nki/core/placement.py)
+PLACEMENT_POLICIES = ("private", "reuse_lru")
 _RANGE_TEXT = {"positive": "> 0", "fraction": "in (0, 1]", "unit": "in [0, 1)"}
 
 
@@ -174,6 +179,21 @@ def check_core(core, file: str) -> None:
                                 f"whole number of PSUM banks ({s.psum.bank_bytes} B) within the partition",
                                 rule="hardware-file-consistency", limit=f"k x {s.psum.bank_bytes} <= "
                                 f"{s.psum.bytes_per_partition}", value=mm)
+    # SBUF keeps program order: its spill plan (nki/core/spill.py) inserts DMAs by program position
+    for mem, allowed in (("sbuf", LIVENESS_RULES[:1]), ("psum", LIVENESS_RULES)):
+        rule = getattr(s, mem).liveness
+        if rule not in allowed:
+            raise HardwareFileError(f"{file}: core {s.key}: {mem}.liveness must be one of {allowed}",
+                                    rule="hardware-file-range", limit=allowed, value=rule)
+    if s.sbuf.placement not in PLACEMENT_POLICIES:
+        raise HardwareFileError(f"{file}: core {s.key}: sbuf.placement must be one of {PLACEMENT_POLICIES}",
+                                rule="hardware-file-range", limit=PLACEMENT_POLICIES,
+                                value=s.sbuf.placement)
+    for mem, allowed in (("sbuf", ("fail", "spill")), ("psum", ("fail",))):  # no PSUM spill model
+        got = getattr(s, mem).legacy_overflow
+        if got not in allowed:
+            raise HardwareFileError(f"{file}: core {s.key}: {mem}.legacy_overflow must be one of {allowed}",
+                                    rule="hardware-file-range", limit=allowed, value=got)
     if s.sbuf.reserved_bytes_per_partition >= s.sbuf.bytes_per_partition:
         raise HardwareFileError(f"{file}: core {s.key}: sbuf.reserved_bytes_per_partition leaves no SBUF",
                                 rule="hardware-file-range", limit=f"< {s.sbuf.bytes_per_partition}",

@@ -16,6 +16,12 @@ class OnChipMemory:
     banks: int = 1
     bank_bytes: int = 0
     reserved_bytes_per_partition: int = 0
+    # whose instruction order decides live ranges for the capacity check (nki/core/liveness.py)
+    liveness: str = "program_order"
+    # what neuronxcc (the legacy NKI compiler) does when live tiles overflow: "fail" or "spill"
+    legacy_overflow: str = "fail"
+    # how automatically allocated tiles get physical bytes for timing (nki/core/placement.py)
+    placement: str = "private"
 
     @property
     def total_bytes(self) -> int:
@@ -128,6 +134,8 @@ class VectorTiming:
     bf16_psum_or_strided_speedup: float
     bf16_tensor_tensor_speedup: float
     strided_penalty: float
+    # two-input instructions pay ``two_input_factor`` only above this many elements per partition
+    two_input_min_free: int = 128
     # the fast 16-bit data path also takes FP8 operands (Vector and Scalar perf modes)
     fp8_on_16bit_path: bool = False
     # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
@@ -161,6 +169,8 @@ class GpSimdTiming:
     latency_cycles: float
     # cycles per element for two-input (tensor_tensor-class) instructions, over one-input ones
     two_input_factor: float = 1.0
+    # two-input instructions pay ``two_input_factor`` only above this many elements per partition
+    two_input_min_free: int = 128
     # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
     bubble_overlap: float = 0.0
     # a masked instruction costs its active elements per partition (False: the full tile)
@@ -207,6 +217,15 @@ class AssignTiming:
 
 
 @dataclass(frozen=True)
+class ReorderTiming:
+    """How the compiler orders each Vector / Scalar / GpSimd stream: ``in_order`` (program order);
+    ``window``: an engine that would idle until its next instruction's inputs are ready issues one
+    of the next ``window_instructions - 1`` of its stream that is ready instead (timing/reorder.py)."""
+    policy: str = "in_order"
+    window_instructions: int = 1
+
+
+@dataclass(frozen=True)
 class CoreTiming:
     """Cost-model figures of one NeuronCore generation (hardware.md section 11)."""
     tensor: TensorTiming
@@ -217,6 +236,7 @@ class CoreTiming:
     sync: SyncTiming
     ports: PortTiming
     assign: AssignTiming = AssignTiming()
+    reorder: ReorderTiming = ReorderTiming()
 
 
 @dataclass(frozen=True)

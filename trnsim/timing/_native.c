@@ -4,10 +4,10 @@
  *   encode        one pass over a trace's NamedTuple records -> shape ids and region geometry
  *                 (encode.py: encode_py)
  *   dependencies  RAW / WAR / WAW on bucketed byte ranges (deps.py)
- *   schedule      in-order engines, DMA queues, PE throttle, v2 shared ports (scheduler.py and
- *                 its rule objects in rules.py, on des/)
+ *   schedule      in-order or window-reordered engines, DMA queues, PE throttle, v2 shared
+ *                 ports (scheduler.py and its rule objects in rules.py, on des/)
  * One translation unit: the parts live in _native_util.h, _native_encode.h, _native_deps.h,
- * _native_assign.h and _native_schedule.h, included below.
+ * _native_gaps.h, _native_assign.h, _native_place.h and _native_schedule.h, included below.
  * Every figure (bucket sizes, latencies, queue counts, throttle constants) comes in as an argument
  * from the Python side, which reads it from the CostModel / hardware data.  Floating-point
  * operations are done in the same order as the Python code, so results are bit-identical
@@ -23,7 +23,9 @@
 #include "_native_util.h"
 #include "_native_encode.h"
 #include "_native_deps.h"
+#include "_native_gaps.h"
 #include "_native_assign.h"
+#include "_native_place.h"
 #include "_native_schedule.h"
 
 /* ---------------------------------------------------------------------------------------------

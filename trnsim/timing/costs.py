@@ -74,6 +74,25 @@ def resolve_policy(core: CoreSpec, override: Optional[str] = None) -> str:
     return name
 
 
+# orders of each Vector / Scalar / GpSimd instruction stream (ReorderTiming.policy)
+STREAM_ORDERS = ("in_order", "window")
+# the engines whose streams the ``window`` order may reorder: the Tensor engine stays in program
+# order (stationary-load reuse and the dI/dt throttle follow it), Sync is bookkeeping
+REORDER_ENGINES = ("vector", "scalar", "gpsimd")
+
+
+def resolve_stream_order(core: CoreSpec, override: Optional[str] = None) -> str:
+    """The stream order: ``override``, else TRNSIM_STREAM_ORDER, else the core's data."""
+    name = override or os.environ.get("TRNSIM_STREAM_ORDER") or core.timing.reorder.policy
+    name = name.strip().lower()
+    if name not in STREAM_ORDERS:
+        raise ConfigError(f"unknown stream order {name!r}", rule="stream-order",
+                          limit=STREAM_ORDERS, value=name,
+                          hint="set timing.reorder.policy, Options.stream_order or "
+                               "TRNSIM_STREAM_ORDER to one of " + ", ".join(STREAM_ORDERS))
+    return name
+
+
 @dataclass(frozen=True)
 class DmaCost:
     """What one DMA instruction moves, over how many queues, at what rate and fixed cost."""
@@ -90,7 +109,8 @@ class CostModel:
     """Cost rules bound to one core generation (and its chip's HBM share)."""
 
     def __init__(self, core: CoreSpec, chip: ChipSpec, lnc: int = 1,
-                 hardware_file: Optional[str] = None, engine_policy: Optional[str] = None):
+                 hardware_file: Optional[str] = None, engine_policy: Optional[str] = None,
+                 stream_order: Optional[str] = None):
         self.core = core
         self.chip = chip
         self.hardware_file = hardware_file  # in-kernel collectives read link figures from it
@@ -100,6 +120,12 @@ class CostModel:
         self.switch_margin_ns = t.assign.switch_margin_ns
         self.auto_pool = frozenset(t.assign.engines)
         self.balance_two_input = t.assign.balance_two_input
+        self.stream_order = resolve_stream_order(core, stream_order)
+        # instructions an engine's stream may pass (scheduler.py); 1 = program order
+        self.reorder_window = t.reorder.window_instructions if self.stream_order == "window" else 1
+        # engines whose streams may be reordered (their reads never collapse in deps.py); with a
+        # window of 1 nothing is issued early: the in-order timeline (a test holds it to that)
+        self.reorder_engines = REORDER_ENGINES if self.stream_order == "window" else ()
         for name, fig in (("vector", t.vector), ("scalar", t.scalar), ("gpsimd", t.gpsimd)):
             if not 0.0 <= fig.bubble_overlap <= 1.0:
                 raise ConfigError(f"timing.{name}.bubble_overlap must be within [0, 1]",
@@ -200,7 +226,7 @@ class CostModel:
         v = self.t.vector
         n = _elements(ins, v)
         two_input = cls == "two_input"
-        factor = v.two_input_factor if (two_input and n > 128) else 1.0
+        factor = v.two_input_factor if (two_input and n > v.two_input_min_free) else 1.0
         speed = v.elems_per_cycle
         psum = any(r.memory == "psum" for r in ins.reads + ins.writes)
         strided = self._strided(ins)
@@ -235,7 +261,7 @@ class CostModel:
         n = _elements(ins, g)
         width = min((_width(r.dtype) for r in ins.reads + ins.writes), default=4)
         rate = g.elems_per_cycle_32bit * (4 // max(width, 1))
-        factor = g.two_input_factor if (cls == "two_input" and n > 128) else 1.0
+        factor = g.two_input_factor if (cls == "two_input" and n > g.two_input_min_free) else 1.0
         cycles = max(g.min_ii_cycles, g.access_bubble_cycles + n * factor / rate)
         return ComputeCost(cycles * self.pool_ns, g.latency_cycles * self.pool_ns,
                            hidden_ns=_hideable(g, cycles) * self.pool_ns)

@@ -1,10 +1,13 @@
 """Data dependencies between instructions: read-after-write, write-after-read, write-after-write on
-overlapping regions of the same allocation (what the hardware's semaphores enforce).
+overlapping regions of the same allocation (what the hardware's semaphores enforce).  SBUF tiles
+the compiler's allocator placed on shared bytes (``trace.meta['sbuf_placement']``,
+nki/core/placement.py) are compared on those physical bytes, so a tile that reuses another's bytes
+waits for its last reader; both backends apply the same map (``physical``; encode.py for C).
 
 Entries are bucketed by byte range so a trace with thousands of disjoint tiles in one tensor stays
 linear; reads by the same engine of the same rectangle collapse to the latest one (an engine
-completes in order); writes drop entries they fully cover (later accesses depend on the new write,
-which depends on them).
+completes in order; not on the streams the scheduler reorders, reorder.py); writes drop entries
+they fully cover (later accesses depend on the new write, which depends on them).
 
 ``dependencies`` runs the C implementation (native.py) when it is built; ``dependencies_py`` below
 is the reference it must match.
@@ -32,43 +35,61 @@ def _buckets(b0: int, b1: int, size: int):
     return range(b0 // size, (max(b1, b0 + 1) - 1) // size + 1)
 
 
-def dependencies(trace: Trace, backend: str = "auto") -> Sequence[Tuple[int, ...]]:
+def dependencies(trace: Trace, backend: str = "auto",
+                 reorder: Sequence[str] = ()) -> Sequence[Tuple[int, ...]]:
     """For each instruction, the indices of the earlier instructions it must wait for.
 
-    ``backend``: 'auto' (native when built), 'native' or 'python'.  The native result is a
+    ``backend``: 'auto' (native when built), 'native' or 'python'.  ``reorder``: engines whose
+    streams the scheduler reorders (``CostModel.reorder_engines``).  The native result is a
     ``DepGraph`` (CSR arrays, each entry sorted); the Python one a list of tuples."""
     from . import native
     if native.resolve(backend):
-        return native.dependencies(trace)
-    return dependencies_py(trace)
+        return native.dependencies(trace, reorder)
+    return dependencies_py(trace, reorder)
 
 
-def dependencies_py(trace: Trace) -> List[Tuple[int, ...]]:
+def physical_map(trace: Trace) -> Dict[int, Tuple[int, int]]:
+    """SBUF tile id -> (physical buffer id, byte offset) the compiler's allocator gave it
+    (``trace.meta['sbuf_placement']``, nki/core/placement.py); empty under the private policy."""
+    flat = trace.meta.get("sbuf_placement") or ()
+    return {int(flat[k]): (int(flat[k + 1]), int(flat[k + 2])) for k in range(0, len(flat), 3)}
+
+
+def physical(reg: Region, remap: Dict[int, Tuple[int, int]]):
+    """``reg``'s (memory, buffer) key and rectangle, on its physical bytes where it was placed."""
+    p0, p1, b0, b1 = reg.partition, reg.partition + reg.partitions, reg.start, reg.stop
+    if remap and reg.memory == "sbuf":
+        hit = remap.get(reg.tensor)
+        if hit is not None:
+            return ("sbuf", hit[0]), p0, p1, b0 + hit[1], b1 + hit[1]
+    return (reg.memory, reg.tensor), p0, p1, b0, b1
+
+
+def dependencies_py(trace: Trace, reorder: Sequence[str] = ()) -> List[Tuple[int, ...]]:
     """The reference implementation of ``dependencies`` (pure Python)."""
     tensors: Dict[tuple, _Tensor] = {}
     out: List[Tuple[int, ...]] = []
     append = out.append
+    remap = physical_map(trace)
     for i, ins in enumerate(trace.instructions):
         preds = set()
-        eng = collapse_engine(ins)
+        eng = collapse_engine(ins, reorder)
         # reads depend on overlapping writes
         for r in ins.reads:
-            key = (r.memory, r.tensor)
+            key, p0, p1, b0, b1 = physical(r, remap)
             tt = tensors.get(key)
             if tt is None:
                 continue
-            p0, p1, b0, b1 = r.partition, r.partition + r.partitions, r.start, r.stop
             for bk in _buckets(b0, b1, tt.bucket):
                 for e in tt.writes.get(bk, ()):
                     if e[5] and e[0] < p1 and p0 < e[1] and e[2] < b1 and b0 < e[3]:
                         preds.add(e[4])
         # writes depend on overlapping writes and reads
         for w in ins.writes:
-            key = (w.memory, w.tensor)
+            key, p0, p1, b0, b1 = physical(w, remap)
             tt = tensors.get(key)
             if tt is None:
                 continue
-            p0, p1, b0, b1 = w.partition, w.partition + w.partitions, w.start, w.stop
             for bk in _buckets(b0, b1, tt.bucket):
                 for e in tt.writes.get(bk, ()):
                     if e[5] and e[0] < p1 and p0 < e[1] and e[2] < b1 and b0 < e[3]:
@@ -80,26 +101,26 @@ def dependencies_py(trace: Trace) -> List[Tuple[int, ...]]:
         append(tuple(preds))
         # record this instruction's accesses
         for r in ins.reads:
-            _add(tensors, r, i, eng, False)
+            _add(tensors, physical(r, remap), i, eng, False)
         for w in ins.writes:
-            _add(tensors, w, i, eng, True)
+            _add(tensors, physical(w, remap), i, eng, True)
     return out
 
 
-def collapse_engine(ins) -> str:
+def collapse_engine(ins, reorder: Sequence[str] = ()) -> str:
     """The engine whose in-order completion lets a later read of the same rectangle stand for an
-    earlier one: an instruction left to the compiler (``engine_auto``) may move, so it is keyed
-    like a DMA read, which never collapses."""
-    return "dma" if ins.attr("engine_auto") else ins.engine
+    earlier one: an instruction left to the compiler (``engine_auto``) may move, and one on a
+    reordered stream (``reorder``) may finish after a later reader, so both are keyed like a DMA
+    read, which never collapses."""
+    return "dma" if ins.attr("engine_auto") or ins.engine in reorder else ins.engine
 
 
-def _add(tensors, reg: Region, i: int, eng: str, is_write: bool) -> None:
-    key = (reg.memory, reg.tensor)
+def _add(tensors, geo: tuple, i: int, eng: str, is_write: bool) -> None:
+    key, p0, p1, b0, b1 = geo
     tt = tensors.get(key)
     if tt is None:
-        tt = _Tensor(BUCKET_HBM if reg.memory == "hbm" else BUCKET_ONCHIP)
+        tt = _Tensor(BUCKET_HBM if key[0] == "hbm" else BUCKET_ONCHIP)
         tensors[key] = tt
-    p0, p1, b0, b1 = reg.partition, reg.partition + reg.partitions, reg.start, reg.stop
     entry = [p0, p1, b0, b1, i, True, eng]
     bks = _buckets(b0, b1, tt.bucket)
     if is_write:

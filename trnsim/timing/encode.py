@@ -9,19 +9,21 @@ shapes calls the CostModel a few dozen times.
 
 ``encode`` uses the C encoder when the extension is built and the trace holds NamedTuple records
 (long synthesized loop blocks are expanded with numpy rather than materialized); ``encode_py`` is
-the same encoding in plain Python (the reference the tests compare against).
+the same encoding in plain Python (the reference the tests compare against).  Both carry the
+trace's SBUF placement map; ``EncodedTrace.dep_geo`` applies it for the dependency analysis.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import List
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..ir.trace import Instruction, Region, Trace
 from .assign import cost_on
 from .costs import CostModel
+from .deps import physical_map
 from .rules import PSUM_PORT_ENGINES, SBUF_PORT_ENGINES
 from ..ir.engines import ENGINE_CODE, ENGINE_ORDER, check as check_engine
 
@@ -51,6 +53,29 @@ class EncodedTrace:
     reps: List[Instruction]    # one instruction of each shape
     engines: List[str]         # engine names by code (ENGINE_ORDER first)
     memories: List[str]        # memory names by code
+    # SBUF tile id -> (physical buffer, offset) from the compiler's allocator (deps.physical_map)
+    placement: Optional[Dict[int, Tuple[int, int]]] = None
+
+    @property
+    def dep_geo(self) -> np.ndarray:
+        """``reg_geo`` with placed SBUF tiles moved onto their physical bytes: what dependencies
+        compare (the scheduler's own reads of ``reg_geo``, the stationary operand, stay logical)."""
+        if not self.placement or "sbuf" not in self.memories:
+            return self.reg_geo
+        keys = np.fromiter(self.placement.keys(), dtype=np.int64, count=len(self.placement))
+        vals = np.array(list(self.placement.values()), dtype=np.int64).reshape(-1, 2)
+        order = np.argsort(keys)
+        keys, vals = keys[order], vals[order]
+        geo = self.reg_geo.copy()
+        sb = np.flatnonzero(self.reg_mem == self.memories.index("sbuf"))
+        t = geo[sb, 0]
+        at = np.minimum(np.searchsorted(keys, t), len(keys) - 1)
+        hit = keys[at] == t
+        rows, at = sb[hit], at[hit]
+        geo[rows, 0] = vals[at, 0]
+        geo[rows, 3] += vals[at, 1]
+        geo[rows, 4] += vals[at, 1]
+        return geo
 
     @property
     def shape_engine(self) -> np.ndarray:
@@ -76,11 +101,13 @@ def encode(trace: Trace) -> EncodedTrace:
         return encode_py(trace)
     try:
         try:
-            return _NativeEncoder(mod).run(_plan(trace.instructions))
+            enc = _NativeEncoder(mod).run(_plan(trace.instructions))
         except _BlockMismatch:  # a loop block this code cannot expand: read it record by record
-            return _NativeEncoder(mod).run([(False, trace.instructions)])
+            enc = _NativeEncoder(mod).run([(False, trace.instructions)])
     except native.NotTuples:  # records that are not NamedTuples: the attribute-based encoder
         return encode_py(trace)
+    enc.placement = physical_map(trace)
+    return enc
 
 
 # A synthesized loop block (trace.LoopBlock) at least this long is expanded with numpy from its
@@ -224,7 +251,8 @@ def encode_py(trace: Trace) -> EncodedTrace:
             geo += (int(r.tensor), int(r.partition), int(r.partitions), int(r.start), int(r.stop))
     return EncodedTrace(len(shape_ids), np.array(shape_ids, dtype=np.int32),
                         np.frombuffer(bytes(mem), dtype=np.uint8),
-                        np.array(geo, dtype=np.int64).reshape(-1, 5), reps, engines, memories)
+                        np.array(geo, dtype=np.int64).reshape(-1, 5), reps, engines, memories,
+                        physical_map(trace))
 
 
 @dataclass

@@ -175,13 +175,14 @@ def _core_and_chip(target: str, hardware_file: Optional[str]):
 
 def estimate(traces: Sequence[Trace], target: str, hardware_file: Optional[str] = None,
              kernel: str = "kernel", sim_seconds: float = 0.0,
-             engine_policy: Optional[str] = None) -> Estimate:
+             engine_policy: Optional[str] = None, stream_order: Optional[str] = None) -> Estimate:
     """Time ``traces`` (one per logical core) on ``target``; the trace may come from any
     generation: re-timing it for another target is the point of the trace seam.
-    ``engine_policy`` overrides the hardware data's engine assignment (timing/assign.py)."""
+    ``engine_policy`` / ``stream_order`` override the hardware data's engine assignment
+    (timing/assign.py) and stream reordering (timing/reorder.py)."""
     core, chip = _core_and_chip(target, hardware_file)
     model = CostModel(core, chip, lnc=len(traces), hardware_file=hardware_file,
-                      engine_policy=engine_policy)
+                      engine_policy=engine_policy, stream_order=stream_order)
     cores = [CoreEstimate(i, tr, schedule(tr, model), core) for i, tr in enumerate(traces)]
     return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel, chip=chip)
 
@@ -193,4 +194,5 @@ def estimate_run(run, target: Optional[str] = None, hardware_file: Optional[str]
     kname = run.traces[0].meta.get("kernel", "kernel") if run.traces else "kernel"
     return estimate(run.traces, target or opts.target, hardware_file or opts.hardware_file,
                     kernel=kname, sim_seconds=sim_seconds,
-                    engine_policy=getattr(opts, "engine_policy", None))
+                    engine_policy=getattr(opts, "engine_policy", None),
+                    stream_order=getattr(opts, "stream_order", None))

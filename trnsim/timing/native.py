@@ -60,30 +60,33 @@ def resolve(backend: str) -> bool:
     raise ValueError(f"unknown backend {backend!r}: expected 'auto', 'native' or 'python'")
 
 
-def dependencies_encoded(enc: EncodedTrace) -> DepGraph:
+def dependencies_encoded(enc: EncodedTrace, reorder: Sequence[str] = ()) -> DepGraph:
     """Dependencies of an encoded trace (same rule as deps.dependencies)."""
     is_hbm = bytes(1 if m == "hbm" else 0 for m in enc.memories)
-    # an instruction left to the compiler may move to another engine: its reads never collapse
-    # into a later same-engine reader's (deps.py: collapse_engine), as DMA reads never do
+    # an instruction left to the compiler may move to another engine, one on a reordered stream
+    # may finish after a later reader: their reads never collapse into a later same-engine
+    # reader's (deps.py: collapse_engine), as DMA reads never do
     dma = ENGINE_CODE["dma"]
-    seng = np.array([dma if r.attr("engine_auto") else c for r, c in zip(enc.reps, enc.shape_engine)],
-                    dtype=np.uint8)
+    moving = {ENGINE_CODE[e] for e in reorder}
+    seng = np.array([dma if r.attr("engine_auto") or c in moving else c
+                     for r, c in zip(enc.reps, enc.shape_engine)], dtype=np.uint8)
     indptr, indices = _mod.dependencies(
         enc.n, enc.shape, enc.shape_nregs, enc.shape_nreads, seng, enc.reg_mem,
-        enc.reg_geo, is_hbm, BUCKET_ONCHIP, BUCKET_HBM, ENGINE_CODE["dma"])
+        enc.dep_geo, is_hbm, BUCKET_ONCHIP, BUCKET_HBM, ENGINE_CODE["dma"])
     return DepGraph(np.frombuffer(indptr, dtype=np.int64), np.frombuffer(indices, dtype=np.int32))
 
 
-def dependencies(trace: Trace) -> DepGraph:
-    """Dependencies of ``trace`` computed in C."""
-    return dependencies_encoded(encode(trace))
+def dependencies(trace: Trace, reorder: Sequence[str] = ()) -> DepGraph:
+    """Dependencies of ``trace`` computed in C (``reorder``: see deps.dependencies)."""
+    return dependencies_encoded(encode(trace), reorder)
 
 
 def schedule_encoded(enc: EncodedTrace, model: CostModel, deps: Optional[Sequence] = None
                      ) -> Timeline:
     """List-schedule an encoded trace (same rules as scheduler.schedule)."""
     tab = cost_table(enc, model)
-    graph = dependencies_encoded(enc) if deps is None else DepGraph.from_lists(deps)
+    graph = dependencies_encoded(enc, model.reorder_engines) if deps is None \
+        else DepGraph.from_lists(deps)
     if len(graph) != enc.n:
         raise ValueError(f"dependency list has {len(graph)} entries for {enc.n} instructions")
     n = enc.n
@@ -101,7 +104,8 @@ def schedule_encoded(enc: EncodedTrace, model: CostModel, deps: Optional[Sequenc
         graph.indices, start, end, busy_end, eng, len(ENGINE_CODE), nq, t.sync.cross_engine_ns,
         th.throttle_start, th.throttle_ramp_ns, th.throttle_window_ns,
         th.throttle_min_utilization, GAP_WINDOW, tab.hidden, tab.alt_off, tab.alt_engine,
-        tab.alt_occ, tab.alt_lat, tab.alt_hidden, tab.alt_ports, model.switch_margin_ns)
+        tab.alt_occ, tab.alt_lat, tab.alt_hidden, tab.alt_ports, model.switch_margin_ns,
+        bytes(1 if e in model.reorder_engines else 0 for e in ENGINE_CODE), model.reorder_window)
     (flops, bf16eq, hbm, dmab, throttled, g_ins, g_s, g_e, g_off, g_q, qbusy, qorder) = res
     qdtype = np.uint8 if nq <= 256 else np.uint16
     parts = DmaParts(np.frombuffer(g_ins, np.int32), np.frombuffer(g_s, np.float64),

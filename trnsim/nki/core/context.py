@@ -16,7 +16,7 @@ from ...hardware.schema import ChipSpec, CoreSpec
 from ...options import Options
 from ...source import SourceLoc, describe, user_loc
 from . import dtypes as dt
-from .conventions import Conventions
+from .conventions import Conventions, spills_sbuf
 from .memory import Accountant, ManualMemory
 from .storage import Storage
 from ...ir.engines import ENGINES
@@ -86,7 +86,8 @@ class KernelContext:
         self.kernel_name = kernel_name
         self.sbuf = Accountant("sbuf", self.spec.sbuf)
         self.psum = Accountant("psum", self.spec.psum)
-        if conventions.spill_sbuf:
+        self.spill_sbuf = spills_sbuf(conventions, self.spec.sbuf)  # the compiler's, per core data
+        if self.spill_sbuf:
             self.sbuf.accesses = {}  # the compiler spills SBUF: keep what spill.py needs
         self.hbm_used = 0
         self._manual: Dict[str, ManualMemory] = {}
@@ -219,8 +220,8 @@ class KernelContext:
 
     def check_capacity(self) -> None:
         """End of a kernel instance: peak SBUF/PSUM use under compiler-style liveness."""
-        self.sbuf.check(spill=self.conventions.spill_sbuf)
-        self.psum.check()
+        self.sbuf.check(spill=self.spill_sbuf)
+        self.psum.check(trace=self.trace, peer=self.sbuf)  # trace: reordering liveness rules
         meta = self.trace.meta
         meta["sbuf_peak_bytes_per_partition"] = max(meta.get("sbuf_peak_bytes_per_partition", 0),
                                                     self.sbuf.peak)
@@ -237,6 +238,7 @@ class KernelContext:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
             self._insert_spills()
+        self.sbuf.place(self.trace)  # physical bytes of automatic tiles for timing (placement.py)
 
     def _insert_spills(self) -> None:
         from .spill import plan_spills, spill_instructions

@@ -49,3 +49,11 @@ def conventions(c: Union[str, Conventions]) -> Conventions:
         raise LaunchError(f"unknown kernel API {c!r}", rule="kernel-api", limit=sorted(PRESETS),
                           value=repr(c))
     return got
+
+
+def spills_sbuf(c: Conventions, sbuf) -> bool:
+    """Whether SBUF overflow spills to HBM (a warning) rather than failing, for compiler ``c`` on a
+    core whose SBUF figures are ``sbuf``: the new compiler always spills; for neuronxcc the core's
+    ``sbuf.legacy_overflow`` decides (cores.toml: its programming model says the compiler spills,
+    its known issues list buffer-overflow failures; trnsim has long failed, the default kept)."""
+    return c.spill_sbuf or (c.name == "legacy" and sbuf.legacy_overflow == "spill")

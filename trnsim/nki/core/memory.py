@@ -11,6 +11,7 @@ import numpy as np
 from ...errors import CapacityError, SbufSpillWarning
 from ...hardware.schema import OnChipMemory
 from ...source import describe, user_loc
+from .liveness import hoisted_ranges, sweep_peak
 from .storage import Storage
 
 
@@ -20,12 +21,11 @@ class Accountant:
     # or writes it (Python references that linger after the last use do not count, as they do not
     # for the NKI compiler). Manually placed tensors reserve bytes [0, end) of their partitions. The
     # peak is found by a sweep when the kernel instance finishes (``check``).
-    # Known over-strictness (issue 14, nki-library bwmm_shard_on_I at LNC=2): liveness follows the
-    # kernel's program order. That kernel fills GUP_N_TILES = I_TP/2/128 PSUM accumulators of one
-    # 2 KiB bank each and evacuates them all in a later loop: I_TP = 2048 needs exactly 8 banks
-    # (accepted, peak 16384 B), I_TP = 3072 needs 12 (refused here). Its docstring recommends I_TP up
-    # to 16384, so the Neuron compiler must hoist each evacuation to just after the tile's last
-    # matmul (instruction scheduling) before allocating; modelling that reordering is not done yet.
+    # That is program order. The compiler reorders (liveness.py): where the memory's ``liveness``
+    # rule is ``hoist_last_reader`` and program order overflows, the check is made again under the
+    # order with each tile's evacuation hoisted (nki-library bwmm_shard_on_I at LNC=2 fills
+    # I_TP/2/128 PSUM accumulators and evacuates them in a later loop: 12 banks at I_TP = 3072 in
+    # program order, while its docstring recommends I_TP up to 16384).
 
     def __init__(self, memory: str, spec: OnChipMemory):
         self.memory = memory
@@ -39,6 +39,7 @@ class Accountant:
         # storage id -> [(instruction, is_write)], kept where spills are modelled (spill.py)
         self.accesses: Optional[Dict[int, list]] = None
         self.parts: Dict[int, int] = {}
+        self.liveness_used = "program_order"   # the rule whose order the accepted peak is from
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         """Count an automatically placed storage from instruction ``first`` on."""
@@ -68,9 +69,17 @@ class Accountant:
             self.manual_end = end
         self.manual_names.append(st.name)
 
-    def check(self, spill: bool = False) -> None:
+    def check(self, spill: bool = False, trace=None, peer: Optional["Accountant"] = None) -> None:
         """Raise if live automatically placed tensors plus manual reservations exceed capacity.
-        ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once."""
+        ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once.
+        ``trace`` / ``peer`` (the other memory): for a reordering liveness rule (liveness.py)."""
+        if self.spec.liveness != "program_order" and trace is not None and not spill \
+                and self.intervals:
+            peak, _ = sweep_peak(((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()),
+                                 self.manual_end)
+            if peak > self.capacity:
+                self._check_reordered(trace, peer)
+                return
         events = []
         for sid, (first, last, nbytes, name, loc) in self.intervals.items():
             events.append((first, 1, nbytes, sid))
@@ -102,7 +111,69 @@ class Accountant:
                     f"({self.spill_excess} B per partition at the peak) to HBM; trnsim adds "
                     f"the spill stores and reloads (fewest possible) to the trace"), stacklevel=2)
 
-    def _overflow(self, sid: int, used: int, live: set) -> None:
+    def _check_reordered(self, trace, peer: Optional["Accountant"]) -> None:
+        """The check under the ``liveness`` rule's order: raise, or accept with its live ranges."""
+        ins_list = trace.instructions
+        if ins_list.blocks:  # synthesized iterations hold tiles this accountant never saw
+            from .fastforward import Rerun
+            raise Rerun()
+        mems = [self] + ([peer] if peer is not None else [])
+        tracked = {(a.memory, sid): iv[0] for a in mems for sid, iv in a.intervals.items()}
+        lo = min(tracked.values())
+        movable = {iv[1] for iv in self.intervals.values()}
+        got = hoisted_ranges(ins_list.iter_range(lo, len(ins_list)), lo, movable, tracked)
+        rule = self.spec.liveness
+        note = f" (liveness rule {rule}: each tile's last use hoisted as far as its dependencies allow)"
+        ranges = {a.memory: [(*got.get((a.memory, sid), (iv[0], iv[0])), iv[2], sid)
+                             for sid, iv in a.intervals.items()] for a in mems}
+        peak, at = sweep_peak(ranges[self.memory], self.manual_end)
+        if peak > self.capacity:
+            self._overflow(*at, note=note)
+        if peer is not None and peer.accesses is None:  # the peer memory fails rather than spills
+            # one order must fit both memories: the hoisted evacuations' results start earlier
+            p2, at2 = sweep_peak(ranges[peer.memory], peer.manual_end)
+            if p2 > peer.capacity:
+                raise CapacityError(
+                    f"{self.memory.upper()} overflows in program order, and the order that fits it"
+                    f"{note} overflows {peer.memory.upper()} ({p2} B per partition, limit "
+                    f"{peer.capacity} B)", rule=f"{self.memory}-capacity",
+                    limit=f"{self.capacity} B per partition",
+                    value=f"{self.peak_program()} B per partition in program order",
+                    hint="end PSUM tiles' use earlier (evacuate each accumulator after its last "
+                         "matmul)")
+        for first, last, _, sid in ranges[self.memory]:
+            iv = self.intervals[sid]
+            iv[0], iv[1] = first, last
+        self.peak = max(self.peak, peak)
+        self.liveness_used = rule
+        trace.meta[f"{self.memory}_liveness"] = rule
+
+    def place(self, trace) -> None:
+        """Physical byte offsets of the automatically placed tiles under the memory's ``placement``
+        policy (placement.py), added to ``trace.meta[memory + "_placement"]`` for the timing model
+        as flat (tile id, physical buffer id, offset) triples; spilled instances keep private tiles."""
+        policy = getattr(self.spec, "placement", "private")
+        if policy == "private" or not self.intervals or self.spill_excess:
+            return
+        from .placement import place_lru, synthesized_ranges
+        ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
+        if trace.instructions.blocks:  # fast-forwarded iterations: their tiles as a full run has them
+            ranges += [(*iv, sid) for sid, iv in
+                       synthesized_ranges(trace.instructions, self.intervals).items()]
+        got = place_lru(ranges, self.capacity, self.manual_end)
+        # one physical buffer per kernel instance (as each instance's manual placements get one)
+        phys = next(_region_ids)
+        flat = trace.meta.setdefault(f"{self.memory}_placement", [])
+        for sid, base in got.items():
+            flat += (sid, phys, base)
+        trace.meta[f"{self.memory}_placement_policy"] = policy
+
+    def peak_program(self) -> int:
+        """Peak bytes per partition with program-order live ranges."""
+        return sweep_peak(((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()),
+                          self.manual_end)[0]
+
+    def _overflow(self, sid: int, used: int, live: set, note: str = "") -> None:
         first, last, nbytes, name, loc = self.intervals[sid]
         big = sorted((self.intervals[i] for i in live), key=lambda x: -x[2])[:6]
         listing = "; ".join(
@@ -110,7 +181,7 @@ class Accountant:
         manual = f"; manual placements reserve {self.manual_end} B" if self.manual_end else ""
         raise CapacityError(
             f"{self.memory.upper()} overflow: allocating '{name}' ({nbytes} B per partition) while "
-            f"these are live: {listing}{manual}", rule=f"{self.memory}-capacity",
+            f"these are live: {listing}{manual}{note}", rule=f"{self.memory}-capacity",
             limit=f"{self.capacity} B per partition", value=f"{used} B per partition",
             where=describe(loc) if loc else None,
             hint="shrink or reuse tiles, end a tile's use earlier, or use a narrower dtype")

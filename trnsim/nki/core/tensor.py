@@ -353,7 +353,8 @@ class NkiTensor(ViewMethods):
     # each reads the refcount as its first statement, exactly as the calibration probe does
     def __iadd__(self, o):
         n = sys.getrefcount(o)
-        return self._inplace(o, "add", n)
+        # the hook directly (not through _inplace): ``psum += nc_matmul(...)`` runs per matmul
+        return _hooks.inplace(self, o, "add", temporary=n <= _TEMP_REFS_INPLACE)
 
     def __isub__(self, o):
         n = sys.getrefcount(o)

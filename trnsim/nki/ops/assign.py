@@ -20,7 +20,7 @@ from ..core import dtypes as dt
 from ..core.context import current, region
 from ..core.fastpath import product_buffers
 from ..core.tensor import NkiTensor
-from . import base, elementwise
+from . import base, elementwise, hot_matmul
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")
 _DETACHED = np.empty(0, np.uint8)  # the storage of a product whose array was recycled
@@ -151,7 +151,8 @@ def inplace(dst: NkiTensor, other: Any, name: str, *, temporary: bool) -> NkiTen
         if name == "add" and f is not None and temporary and f[0] is ctx and f[3] in _MATMUL_OPS \
                 and dst._st.memory == "psum" and (dst._shape == other._shape or
                                                   dst.size == other.size):
-            accumulate_into(ctx, dst, other)
+            if not hot_matmul.accumulate(ctx, dst, other, _recycle):
+                accumulate_into(ctx, dst, other)
             return dst
         elementwise.tensor_tensor_into(ctx, dst, dst, other, name)
         return dst

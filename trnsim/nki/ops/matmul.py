@@ -17,7 +17,7 @@ from ..core import dtypes as dt, gates
 from ..core.context import current
 from ..core.tensor import NkiTensor
 from ..core.fastpath import product_buffers
-from . import base
+from . import base, hot_matmul
 from .base import emit, f32, op_mask, read, tile, where
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -52,15 +52,20 @@ def nc_matmul(dst, stationary, moving, *, is_stationary_onezero=False, is_moving
               accumulate=None, opcode="nc_matmul"):
     """``stationary.T @ moving`` on the Tensor engine into PSUM (or a fresh PSUM tile)."""
     ctx = current()
+    default = dst is None and accumulate is None and perf_mode is None and is_transpose is False \
+        and type(tile_position) is tuple and not tile_position and type(tile_size) is tuple and \
+        not tile_size and is_stationary_onezero is False and is_moving_onezero is False
+    if default and mask is None:
+        out = hot_matmul.product(ctx, stationary, moving, opcode)
+        if out is not None:
+            return out
     te = ctx.spec.tensor
     s = sbuf_operand(ctx, stationary, "stationary", opcode)
     mv = sbuf_operand(ctx, moving, "moving", opcode)
     # every check below depends only on this key: kernels issue the same matmul shape thousands
     # of times, so the checks run once per shape and the result is reused
     plans = ctx.op_plans
-    if dst is None and accumulate is None and perf_mode is None and is_transpose is False and \
-            type(tile_position) is tuple and not tile_position and type(tile_size) is tuple and \
-            not tile_size and is_stationary_onezero is False and is_moving_onezero is False:
+    if default:
         # every flag at its default (the hot case): a short key, which no full key equals
         key = (opcode, s._shape, s._dtype, mv._shape, mv._dtype)
         plan = plans.get(key)

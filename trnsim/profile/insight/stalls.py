@@ -58,6 +58,7 @@ def binding(tl, sync_ns: float) -> Binding:
         if c == DMA_CODE:
             continue
         idx = np.flatnonzero(code == c)
+        idx = idx[np.argsort(tl.start[idx], kind="stable")]  # issue order (timing/reorder.py)
         prev[idx[1:]] = idx[:-1]
     queue = np.full(n, -1, dtype=np.int64)
     dp = tl.dma_parts

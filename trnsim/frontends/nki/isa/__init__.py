@@ -82,7 +82,7 @@ def register_store(dst, src) -> Produced:
 
 # what the table's calls and defaults name, and what every wrapper uses
 _namespace = dict(ops=_ops, chk=_chk, C=constants, FP32_MIN=FP32_MIN, equal=equal, maximum=maximum,
-                  _reject=_reject, _enum=_enum, _need=_need, _handle=_handle, __file__=__file__,
+                  _reject=_chk.reject_kwargs, _enum=_enum, _need=_need, _handle=_handle, __file__=__file__,
                   __name__=__name__)
 _build(ROWS, _namespace, ENUM_PARAMS)
 globals().update({_row.name: _namespace[_row.name] for _row in ROWS})

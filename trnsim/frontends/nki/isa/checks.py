@@ -13,8 +13,40 @@ from ....nki.core.context import current as _current
 from ....nki.ops import dma as _dma, elementwise as _ew, gather as _ga, matmul as _te
 from ....nki.ops import reduce as _red, sync as _sync
 from ....nki.ops.base import need_tensor as _need
-from .._checks import NkiValidationError
+from .._checks import NkiValidationError, reject_legacy_kwargs as _reject_legacy
 from . import constants as C
+
+#: the new API's tensor_copy signature, which has no dtype= (SDK 2.28.1 docs and later)
+TENSOR_COPY_DOC = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2.28.1/nki/api/generated/"
+                   "nki.isa.tensor_copy.html")
+#: the legacy neuronxcc.nki signature that did take dtype= (SDK 2.26.1 docs)
+TENSOR_COPY_LEGACY_DOC = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/api/"
+                          "generated/nki.isa.tensor_copy.html")
+
+
+def reject_kwargs(kw: dict, fname: str) -> None:
+    """Unknown keywords of a new-API call; ``tensor_copy(dtype=)`` gets the documented reason."""
+    if fname == "nisa.tensor_copy" and "dtype" in kw and "mask" not in kw:
+        # nki-samples' matmul tutorial (8370e11) writes tensor_copy(dst=, src=, dtype=): a mix of
+        # the two APIs. The new API converts to dst.dtype (through fp32 when the dtypes differ);
+        # only the legacy tensor_copy(src, *, mask=None, dtype=None, ...) returned a new tile.
+        raise NkiValidationError(
+            "nisa.tensor_copy() takes no dtype= in the new NKI API: its signature is "
+            f"tensor_copy(dst, src, engine=engine.unknown, name=None) ({TENSOR_COPY_DOC}); the "
+            "copy converts to dst.dtype. dtype= belongs to the legacy neuronxcc.nki.isa."
+            f"tensor_copy(src, *, mask=None, dtype=None, engine=...) ({TENSOR_COPY_LEGACY_DOC})",
+            rule="new-api-keyword", limit="dst, src, engine, name",
+            value=f"dtype={_spell(kw['dtype'])}",
+            hint="drop dtype= and allocate dst with the dtype you want", where=describe(user_loc()))
+    _reject_legacy(kw, fname)
+
+
+def _spell(d) -> str:
+    """The NKI name of a dtype argument, or the argument as written when it names none."""
+    try:
+        return _dt.name(_dt.as_dtype(d))
+    except Exception:  # an unknown spelling is reported as written
+        return repr(d)
 
 
 def _priority(priority, fname: str) -> None:
