@@ -163,7 +163,8 @@ class ConfigError(TrnsimError):
 
 class SbufSpillWarning(UserWarning):
     """Automatically allocated SBUF tiles exceed the capacity at their peak: the new NKI compiler
-    spills to HBM rather than failing; trnsim reports the excess and does not time the spills."""
+    spills to HBM rather than failing (the legacy compiler too with ``[vN.sbuf] legacy_overflow =
+    "spill"``); trnsim inserts the spill/reload DMAs into the trace, so they are timed (spill.py)."""
 
 
 class UninitializedReadWarning(UserWarning):

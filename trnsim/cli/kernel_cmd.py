@@ -191,7 +191,7 @@ def _print_summary(args, est, s, prof) -> None:
             *kv.speed_rows(prof["speed_of_light"]),
             ("PE throttled", f"{s['pe_throttled_us']} us"),
             ("SBUF peak per partition", f"{s['sbuf_peak_bytes_per_partition'] / 1024:.1f} KiB"
-             + (f" (spills {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB, not timed)"
+             + (f" (spills {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB, timed as DMAs)"
                 if s["sbuf_spill_bytes_per_partition"] else "")),
             ("trnsim wall time", f"{est.sim_seconds:.2f} s")]
     con = console()
