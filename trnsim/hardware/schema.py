@@ -135,7 +135,7 @@ class VectorTiming:
     bf16_tensor_tensor_speedup: float
     strided_penalty: float
     # two-input instructions pay ``two_input_factor`` only above this many elements per partition
-    two_input_min_free: int = 128
+    two_input_min_free: int
     # the fast 16-bit data path also takes FP8 operands (Vector and Scalar perf modes)
     fp8_on_16bit_path: bool = False
     # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
@@ -167,10 +167,10 @@ class GpSimdTiming:
     access_bubble_cycles: float
     min_ii_cycles: float
     latency_cycles: float
+    # two-input instructions pay ``two_input_factor`` only above this many elements per partition
+    two_input_min_free: int
     # cycles per element for two-input (tensor_tensor-class) instructions, over one-input ones
     two_input_factor: float = 1.0
-    # two-input instructions pay ``two_input_factor`` only above this many elements per partition
-    two_input_min_free: int = 128
     # share of the access bubble hidden behind the previous instruction on the engine (0 = none)
     bubble_overlap: float = 0.0
     # a masked instruction costs its active elements per partition (False: the full tile)

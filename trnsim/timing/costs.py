@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..errors import ConfigError
 from ..hardware.schema import ChipSpec, CoreSpec
@@ -62,16 +62,22 @@ class ComputeCost:
 ENGINE_POLICIES = ("fixed", "earliest_finish")
 
 
+def _resolve_choice(override: Optional[str], env: str, data: str, choices: Tuple[str, ...],
+                    rule: str, what: str, knobs: str) -> str:
+    """``override``, else the environment variable ``env``, else the core's ``data``; one of
+    ``choices`` (ConfigError naming ``rule`` otherwise)."""
+    name = (override or os.environ.get(env) or data).strip().lower()
+    if name not in choices:
+        raise ConfigError(f"unknown {what} {name!r}", rule=rule, limit=choices, value=name,
+                          hint=f"set {knobs} or {env} to one of " + ", ".join(choices))
+    return name
+
+
 def resolve_policy(core: CoreSpec, override: Optional[str] = None) -> str:
     """The engine-assignment policy: ``override``, else TRNSIM_ENGINE_POLICY, else the core's data."""
-    name = override or os.environ.get("TRNSIM_ENGINE_POLICY") or core.timing.assign.policy
-    name = name.strip().lower()
-    if name not in ENGINE_POLICIES:
-        raise ConfigError(f"unknown engine-assignment policy {name!r}", rule="engine-policy",
-                          limit=ENGINE_POLICIES, value=name,
-                          hint="set timing.assign.policy, Options.engine_policy or "
-                               "TRNSIM_ENGINE_POLICY to one of " + ", ".join(ENGINE_POLICIES))
-    return name
+    return _resolve_choice(override, "TRNSIM_ENGINE_POLICY", core.timing.assign.policy,
+                           ENGINE_POLICIES, "engine-policy", "engine-assignment policy",
+                           "timing.assign.policy, Options.engine_policy")
 
 
 # orders of each Vector / Scalar / GpSimd instruction stream (ReorderTiming.policy)
@@ -83,14 +89,9 @@ REORDER_ENGINES = ("vector", "scalar", "gpsimd")
 
 def resolve_stream_order(core: CoreSpec, override: Optional[str] = None) -> str:
     """The stream order: ``override``, else TRNSIM_STREAM_ORDER, else the core's data."""
-    name = override or os.environ.get("TRNSIM_STREAM_ORDER") or core.timing.reorder.policy
-    name = name.strip().lower()
-    if name not in STREAM_ORDERS:
-        raise ConfigError(f"unknown stream order {name!r}", rule="stream-order",
-                          limit=STREAM_ORDERS, value=name,
-                          hint="set timing.reorder.policy, Options.stream_order or "
-                               "TRNSIM_STREAM_ORDER to one of " + ", ".join(STREAM_ORDERS))
-    return name
+    return _resolve_choice(override, "TRNSIM_STREAM_ORDER", core.timing.reorder.policy,
+                           STREAM_ORDERS, "stream-order", "stream order",
+                           "timing.reorder.policy, Options.stream_order")
 
 
 @dataclass(frozen=True)

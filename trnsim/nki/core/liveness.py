@@ -79,15 +79,22 @@ def _hoist(ins, history: Dict[Key, list], lo: int) -> int:
     return best
 
 
-def sweep_peak(ranges: Iterable[Tuple[int, int, int, int]], reserved: int = 0
-               ) -> Tuple[int, Optional[Tuple[int, int, set]]]:
-    """Peak bytes per partition of (first, last, bytes, id) live ranges over ``reserved`` bytes,
-    and (id, bytes in use, ids live) where it is first reached."""
+def range_events(ranges: Iterable[Tuple[int, int, int, int]]) -> List[Tuple[int, int, int, int]]:
+    """(position, 1 = allocate / 0 = release, bytes, id) events of (first, last, bytes, id) live
+    ranges, in position order; at one position releases come before allocations."""
     events = []
     for first, last, nbytes, sid in ranges:
         events.append((first, 1, nbytes, sid))
         events.append((last + 1, 0, nbytes, sid))
     events.sort(key=lambda e: (e[0], e[1]))
+    return events
+
+
+def sweep_peak(ranges: Iterable[Tuple[int, int, int, int]], reserved: int = 0
+               ) -> Tuple[int, Optional[Tuple[int, int, set]]]:
+    """Peak bytes per partition of (first, last, bytes, id) live ranges over ``reserved`` bytes,
+    and (id, bytes in use, ids live) where it is first reached."""
+    events = range_events(ranges)
     used, peak, at = reserved, reserved, None
     live: set = set()
     for pos, kind, nbytes, sid in events:

@@ -11,7 +11,7 @@ import numpy as np
 from ...errors import CapacityError, SbufSpillWarning
 from ...hardware.schema import OnChipMemory
 from ...source import describe, user_loc
-from .liveness import hoisted_ranges, sweep_peak
+from .liveness import hoisted_ranges, range_events, sweep_peak
 from .storage import Storage
 
 
@@ -74,17 +74,10 @@ class Accountant:
         ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once.
         ``trace`` / ``peer`` (the other memory): for a reordering liveness rule (liveness.py)."""
         if self.spec.liveness != "program_order" and trace is not None and not spill \
-                and self.intervals:
-            peak, _ = sweep_peak(((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()),
-                                 self.manual_end)
-            if peak > self.capacity:
-                self._check_reordered(trace, peer)
-                return
-        events = []
-        for sid, (first, last, nbytes, name, loc) in self.intervals.items():
-            events.append((first, 1, nbytes, sid))
-            events.append((last + 1, 0, nbytes, sid))
-        events.sort(key=lambda e: (e[0], e[1]))
+                and self.intervals and self.peak_program() > self.capacity:
+            self._check_reordered(trace, peer)
+            return
+        events = range_events((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items())
         used = self.manual_end
         live = set()
         worst = None
@@ -152,7 +145,7 @@ class Accountant:
         """Physical byte offsets of the automatically placed tiles under the memory's ``placement``
         policy (placement.py), added to ``trace.meta[memory + "_placement"]`` for the timing model
         as flat (tile id, physical buffer id, offset) triples; spilled instances keep private tiles."""
-        policy = getattr(self.spec, "placement", "private")
+        policy = self.spec.placement
         if policy == "private" or not self.intervals or self.spill_excess:
             return
         from .placement import place_lru, synthesized_ranges

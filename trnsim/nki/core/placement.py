@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Tuple
 
 from ...hardware.rules import PLACEMENT_POLICIES as POLICIES  # noqa: F401  (names a file may use)
+from .liveness import range_events
 
 # free ranges beyond this many are merged with their address neighbours (the later release kept) so
 # the search stays short on kernels with thousands of differently sized tiles; merging only makes a
@@ -37,11 +38,7 @@ def place_lru(ranges: Iterable[Tuple[int, int, int, int]], capacity: int,
               reserved: int = 0) -> Dict[int, int]:
     """Byte offset per tile id of (first, last, bytes, id) live ranges in a partition of
     ``capacity`` bytes above ``reserved``, reusing the least recently released bytes first."""
-    events = []
-    for first, last, nbytes, sid in ranges:
-        events.append((first, 1, nbytes, sid))
-        events.append((last + 1, 0, nbytes, sid))
-    events.sort(key=lambda e: (e[0], e[1]))   # at one position releases come before allocations
+    events = range_events(ranges)   # at one position releases come before allocations
     free = _FreeList(reserved, capacity)
     out: Dict[int, int] = {}
     for pos, alloc, nbytes, sid in events:
