@@ -127,6 +127,26 @@ def vector_and_gpsimd(a):
 
 
 @nki.jit
+def vector_and_scalar_psum(a):
+    """Independent Vector and Scalar reads of one PSUM tile at the same time (the shared PSUM port)."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=t, engine=nisa.vector_engine)
+    last = None
+    for i in range(8):
+        v = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        if i % 2:
+            nisa.tensor_copy(dst=v, src=p, engine=nisa.vector_engine)
+        else:
+            nisa.activation(dst=v, op=nl.exp, data=p)
+        last = v
+    nisa.dma_copy(dst=out, src=last)
+    return out
+
+
+@nki.jit
 def mm_then_wait(a, b):
     """Matmul / evacuate chains: the PE works part of each throttle window (utilization ~40 %)."""
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)

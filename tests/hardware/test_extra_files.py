@@ -145,10 +145,38 @@ def _to_int(hw, x):
     return Kernel(k, api="legacy").run(np.array(x, np.float32), options=Options(target="trn2", hardware_file=hw)).outputs
 
 
+def _mx_scale_byte(hw):
+    """The QuantizeMX scale byte of one e4m3fn group whose largest |value| is 6.0 (trn3)."""
+    from trnsim.nki.core import alloc, dtypes as dt
+    from trnsim.nki.core.conventions import PRESETS
+    from trnsim.nki.harness import Kernel
+    from trnsim.nki.ops import dma, mx
+    from trnsim.options import Options
+
+    def k(x):
+        s = alloc.ndarray((32, 4), x.dtype, alloc.sbuf, conv=PRESETS["new"])
+        dma.copy(s, x)
+        d = alloc.ndarray((32, 1), dt.float8_e4m3fn_x4, alloc.sbuf, conv=PRESETS["new"])
+        sc = alloc.ndarray((4, 1), dt.uint8, alloc.sbuf, conv=PRESETS["new"])
+        mx.quantize_mx(d, s, sc)
+        o = alloc.ndarray((4, 1), dt.uint8, alloc.shared_hbm, conv=PRESETS["new"])
+        dma.copy(o, sc)
+        return o
+    x = np.full((32, 4), 6.0, np.float16)
+    out = Kernel(k, api="new").run(x, options=Options(target="trn3", hardware_file=hw)).outputs
+    return int(np.asarray(out).reshape(-1)[0])
+
+
 @pytest.mark.parametrize("path,value", list(_leaves(_builtin("numerics.toml"))), ids=lambda x: str(x))
 def test_numerics_figure_is_read_or_refused(tmp_path, path, value):
     if _descriptive("numerics", path):
         _refused(_override(tmp_path, "numerics", path, '"something-else"'), "hardware-file-not-overridable")
+        return
+    if path == "mx.quantize_scale":
+        # floor(log2 6.0) = 2, Emax(e4m3fn) = 8: 2 - (8 - 1) + 127 = 122 (ISA), 2 - 8 + 127 = 121 (OCP)
+        assert _mx_scale_byte(None) == 122
+        assert _mx_scale_byte(_override(tmp_path, "numerics", path, '"ocp"')) == 121
+        _refused(_override(tmp_path, "numerics", path, '"emax"'), "hardware-file-range")
         return
     # the two read figures change an engine's float -> int conversion (hand values)
     x = [[2.5, 3.7, -2.5, 3e10]]

@@ -58,6 +58,8 @@ CASES = {
                                              "0.05", "the SBUF-sourced transpose's rate"),
     "timing.ports.vector_gpsimd_share_sbuf": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
                                               "true", "Vector and GpSimd overlap on SBUF"),
+    "timing.ports.vector_scalar_share_psum": ("v3", "vector_and_scalar_psum", lambda: (np.ones((128, 512), f32),),
+                                              "true", "Vector and Scalar read PSUM at the same time"),
     "timing.gpsimd.bubble_overlap": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
                                      "0.0", "four independent GpSimd ops queue: none of the bubble hides"),
     "timing.vector.two_input_min_free": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),

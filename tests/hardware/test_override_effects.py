@@ -39,6 +39,7 @@ CONDITIONAL = {
     "timing.dma.hwdge_latency_ns": "DMAs issued through the hardware DGE",
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",
+    "timing.ports.vector_scalar_share_psum": "Vector and Scalar PSUM accesses that overlap in time",
     "timing.gpsimd.bubble_overlap": "GpSimd instructions queued behind another GpSimd instruction",
     "timing.vector.two_input_min_free": "two-input Vector instructions between 128 and the new threshold",
     "timing.gpsimd.two_input_min_free": "two-input GpSimd instructions between 128 and the new threshold",

@@ -20,6 +20,7 @@ from trnsim.errors import RaceWarning  # noqa: E402
 from trnsim.nki.core import fastpath  # noqa: E402
 from trnsim.nki.ops import hot_matmul  # noqa: E402
 from trnsim.options import Options  # noqa: E402
+from trace_compare import normalized as _normalized  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -32,13 +33,6 @@ def _bits(x):
     return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
-def _normalized(trace):
-    ids = {}
-
-    def reg(r):
-        return r._replace(tensor=ids.setdefault(r.tensor, len(ids)))
-    return [i._replace(reads=tuple(map(reg, i.reads)), writes=tuple(map(reg, i.writes)))
-            for i in trace]
 
 
 class _Count:

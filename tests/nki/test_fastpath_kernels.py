@@ -16,6 +16,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 
 from trnsim.nki.core import fastpath  # noqa: E402
 from trnsim.options import Options  # noqa: E402
+from trace_compare import normalized as _normalized  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 E4M3 = np.dtype(ml_dtypes.float8_e4m3)
@@ -39,15 +40,6 @@ def _bits(x):
     return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
-def _normalized(trace):
-    """The instructions with storage ids renumbered in order of appearance (ids come from a
-    process-wide counter, so two runs differ there and nowhere else)."""
-    ids = {}
-
-    def reg(r):
-        return r._replace(tensor=ids.setdefault(r.tensor, len(ids)))
-    return [i._replace(reads=tuple(map(reg, i.reads)), writes=tuple(map(reg, i.writes)))
-            for i in trace]
 
 
 def _assert_identical(fast, ref):

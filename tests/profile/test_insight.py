@@ -325,7 +325,7 @@ def test_verdict_of_a_kernel_without_matmul(tiles, pingpong):
             assert "no matmul" in r["verdict"]
     est, r = pingpong
     # the chain's compute engines wait on each other: the verdict names what the busiest waits on
-    busiest = max(r["stalls"], key=lambda k: r["stalls"][k]["busy_ns"])
+    busiest = max(("Vector", "Scalar"), key=lambda k: r["stalls"][k]["busy_ns"])  # DMA may lead
     other = {"Vector": "Scalar", "Scalar": "Vector"}[busiest]
     v = est.verdict({"Vector": 0.6, "Scalar": 0.3, "Tensor": 0.0, "DMA (any queue)": 0.1},
                     {k: s["waiting_on"] for k, s in r["stalls"].items()})

@@ -56,28 +56,34 @@ def three_copies():
 
 
 def test_earliest_finish_by_hand_trn2():
-    # trn2: Vector 0.96 GHz, Scalar and GpSimd 1.2 GHz; a copy costs 60 (access bubble) + 1024
-    # cycles on each [ARCH2]; half the bubble (30 cycles) hides behind a queued predecessor.
+    # trn2: Vector 0.96 GHz at 2 fp32 elements/partition/cycle (the 256-wide path [ARCH3]),
+    # Scalar and GpSimd 1.2 GHz at 1; a copy costs the 60-cycle access bubble [ARCH2] plus its
+    # elements / rate; half the bubble (30 cycles) hides behind a queued predecessor.
     tl = schedule_py(three_copies(), model("trn2", "earliest_finish"))
-    act = (60 + 1024) / 1.2                   # 903.33 ns on Scalar or GpSimd, 1129.17 on Vector
-    # 1st: Scalar and GpSimd tie at 903.3 ns (registry order picks Scalar); 2nd: GpSimd (903.3)
-    # beats Scalar (903.3 + 1054 / 1.2) and Vector (1129.2); 3rd: Vector (1129.2) beats both
-    # queued engines (903.3 + 878.3 = 1781.7)
-    assert list(tl.engine) == ["scalar", "gpsimd", "vector"]
-    assert tl.busy_end == pytest.approx([act, act, (60 + 1024) / 0.96])
+    vec = (60 + 1024 / 2) / 0.96              # 595.83 ns on Vector (564.58 when queued)
+    act = (60 + 1024) / 1.2                   # 903.33 ns on Scalar or GpSimd
+    # 1st: Vector (595.8) beats Scalar and GpSimd (903.3); 2nd: Scalar and GpSimd tie at 903.3
+    # (registry order picks Scalar) and beat Vector (595.8 + 564.6 = 1160.4); 3rd: GpSimd (903.3)
+    # beats Vector (1160.4) and Scalar (903.3 + 1054 / 1.2 = 1781.7)
+    assert list(tl.engine) == ["vector", "scalar", "gpsimd"]
+    assert tl.busy_end == pytest.approx([vec, act, act])
     assert tl.start == pytest.approx([0.0, 0.0, 0.0])
 
 
 def test_fixed_policy_keeps_the_traced_engine():
     tl = schedule_py(three_copies(), model("trn2", "fixed"))
     assert list(tl.engine) == ["vector"] * 3
-    # one engine in order: 1084 cycles, then 1054 twice (30 of the 60-cycle bubble hidden)
-    assert tl.busy_end[-1] == pytest.approx((1084 + 1054 + 1054) / 0.96)
+    # one engine in order: 60 + 1024 / 2 = 572 cycles, then 542 twice (30 of the 60-cycle
+    # bubble hidden)
+    assert tl.busy_end[-1] == pytest.approx((572 + 542 + 542) / 0.96)
 
 
 def test_margin_keeps_the_default_engine():
-    m = model("trn2", "earliest_finish")
-    m.switch_margin_ns = 1000.0  # Scalar wins by 225.8 ns only: not enough
+    # Vector at 1 fp32 element/partition/cycle (v2's rate): (60 + 1024) / 0.96 = 1129.2 ns, so
+    # Scalar (903.3 ns) would win by 225.8 ns only: not enough
+    m = model("trn2", "earliest_finish", vector={"elems_per_cycle": 1.0})
+    assert list(schedule_py(three_copies(), m).engine)[0] == "scalar"
+    m.switch_margin_ns = 1000.0
     tl = schedule_py(three_copies(), m)
     assert list(tl.engine)[0] == "vector"
 

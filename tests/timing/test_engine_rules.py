@@ -9,7 +9,7 @@ from trnsim.timing import CostModel
 from trnsim.timing.scheduler import schedule_py
 
 LOC = SourceLoc("rules.py", 1, "k")
-W = {"float32": 4, "bfloat16": 2}
+W = {"float32": 4, "bfloat16": 2, "int32": 4, "float8_e4m3": 1}
 
 
 def model(target):
@@ -90,11 +90,12 @@ def test_activation_reduce_adds_the_accumulator_read():
 
 
 def test_strided_access_halves_the_rate_on_v2_only():
-    # innermost stride > 16 B halves the interface bandwidth on v2 [ARCH2]; v3 n/s (no penalty)
+    # innermost stride > 16 B halves the interface bandwidth on v2 [ARCH2]; v3 n/s (no penalty),
+    # fp32 at 2 elements/partition/cycle there (256 for other data types [ARCH3])
     n = 512
     strided = ins("vector", "tensor_scalar", [reg(1, n, contiguous=4)], [reg(2, n)], n)
     assert occ(model("trn1"), strided) == pytest.approx((60 + 2 * n) / 1.12)
-    assert occ(model("trn2"), strided) == pytest.approx((60 + n) / 0.96)
+    assert occ(model("trn2"), strided) == pytest.approx((60 + n / 2) / 0.96)
 
 
 def test_v3_vector_perf_modes():
@@ -112,7 +113,51 @@ def test_v3_vector_perf_modes():
     assert occ(m, tt) == pytest.approx((60 + 2 * n / 2) / 0.96)
     f32 = cp._replace(reads=(reg(1, n),), writes=(reg(2, n),), dtype_in="float32",
                       dtype_out="float32")
-    assert occ(m, f32) == pytest.approx((60 + n) / 0.96)   # perf modes are BF16/FP16 only
+    # perf modes are BF16/FP16 only: fp32 takes the 256-wide path, 2 per partition [ARCH3]
+    assert occ(m, f32) == pytest.approx((60 + n / 2) / 0.96)
+
+
+@pytest.mark.parametrize("target, ghz, rate", [
+    ("trn1", 1.12, 1),   # v2: "128 input/output" elements/cycle [ARCH2]: 1 per partition
+    ("trn2", 0.96, 2),   # v3: "256 input/output for other data types" [ARCH3]: 2 per partition
+    ("trn3", 1.2, 2),    # v4: the same 256 for other data types [ARCH4]
+])
+def test_fp32_vector_rate_one_and_two_inputs(target, ghz, rate):
+    # one input: 60-cycle access bubble + N / rate; two inputs share the input path, so ~2N / rate
+    # when N > 128 [ARCH2]; at N = 2048: v2 2108 / 4156 cycles, v3 and v4 1084 / 2108
+    m = model(target)
+    n = 2048
+    ts = ins("vector", "tensor_scalar", [reg(1, n)], [reg(2, n)], n)
+    tt = ins("vector", "tensor_tensor", [reg(1, n), reg(2, n)], [reg(3, n)], n)
+    one, two = {1: (2108, 4156), 2: (1084, 2108)}[rate]
+    assert occ(m, ts) == pytest.approx(one / ghz)
+    assert occ(m, tt) == pytest.approx(two / ghz)
+    # int32 and (v3) FP8 are "other data types" too; mixed fp32 -> bf16 is not BF16/FP16 in/out
+    i32 = ins("vector", "tensor_scalar", [reg(1, n, "int32")], [reg(2, n, "int32")], n, "int32")
+    assert occ(m, i32) == pytest.approx(one / ghz)
+    mixed = ins("vector", "tensor_copy", [reg(1, n)], [reg(2, n, "bfloat16")], n)
+    assert occ(m, mixed) == pytest.approx(one / ghz)
+
+
+@pytest.mark.parametrize("target, ghz", [("trn2", 0.96), ("trn3", 1.2)])
+def test_bf16_perf_modes_stay_within_the_512_wide_path(target, ghz):
+    # v3/v4: "512 BF16/FP16 input/output" elements/cycle = 4 per partition, reached by the 4x
+    # copy perf mode (4x v2's 1 per partition) [ARCH3 ARCH4]; the 2x modes (PSUM side,
+    # tensor_tensor) give 2 per partition, the same as the 256-wide path for other dtypes
+    m = model(target)
+    n = 2048
+    cp = ins("vector", "tensor_copy", [reg(1, n, "bfloat16")], [reg(2, n, "bfloat16")], n,
+             "bfloat16")
+    assert occ(m, cp) == pytest.approx((60 + 2048 / 4) / ghz)        # 572 cycles: 4 per partition
+    ps = cp._replace(reads=(reg(1, n, "bfloat16", memory="psum"),))
+    assert occ(m, ps) == pytest.approx((60 + 2048 / 2) / ghz)        # 1084
+    tt = ins("vector", "tensor_tensor", [reg(1, n, "bfloat16"), reg(2, n, "bfloat16")],
+             [reg(3, n, "bfloat16")], n, "bfloat16")
+    assert occ(m, tt) == pytest.approx((60 + 2 * 2048 / 2) / ghz)    # 2108: v2's 2N halved
+    # a BF16 instruction outside perf mode (a reduction) is never slower than the fp32 path
+    red = ins("vector", "tensor_reduce", [reg(1, n, "bfloat16")], [reg(2, 1, "bfloat16")], n,
+              "bfloat16")
+    assert occ(m, red) == pytest.approx((60 + 2048 / 2) / ghz)
 
 
 def test_v4_scalar_bf16_copy_doubles():

@@ -20,6 +20,7 @@ LOC = SourceLoc("reorder.py", 1, "k")
 VEC_GHZ = 0.96          # trn2 Vector clock [ARCH3]
 BUBBLE, HIDDEN, LAT = 60, 30, 100   # cycles: access bubble [ARCH2], half of it hidden when
 #                                     queued (bubble_overlap 0.5), result latency [ARCH2 PERF]
+RATE = 2                # fp32 elements/partition/cycle on v3: 256 for other data types [ARCH3]
 
 
 def model(order="window", window=4, target="trn2"):
@@ -36,7 +37,7 @@ def sbuf(tensor, free=512):
 
 
 def copy(src, dst, free=512):
-    """An fp32 Vector copy: 60 + free cycles [ARCH2]."""
+    """An fp32 Vector copy: 60 + free / 2 cycles on trn2 [ARCH2 ARCH3]."""
     return Instruction(0, "vector", "tensor_copy", (sbuf(src, free),), (sbuf(dst, free),), 128,
                        free, "float32", "float32", (), LOC, 0)
 
@@ -68,23 +69,23 @@ def two_chains():
 
 
 def test_two_independent_chains_by_hand():
-    full, queued = BUBBLE + 512, BUBBLE - HIDDEN + 512      # 572 and 542 cycles
-    # in order: A1 [0, 572); A2 waits for A1's result (672) on an idle engine: full bubble;
+    full, queued = BUBBLE + 512 / RATE, BUBBLE - HIDDEN + 512 / RATE      # 316 and 286 cycles
+    # in order: A1 [0, 316); A2 waits for A1's result (416) on an idle engine: full bubble;
     # B1 queued behind A2; B2 waits for B1's result on an idle engine
     a2 = full + LAT
     b1 = a2 + full
     b2 = b1 + queued + LAT
     inorder = both(two_chains(), model("in_order"))
     assert inorder.start * VEC_GHZ == pytest.approx([0, a2, b1, b2])
-    assert inorder.latency_ns * VEC_GHZ == pytest.approx(b2 + full + LAT)        # 2558 cycles
-    # window 4: A2 is not ready when A1 ends (572 < 672), so the engine issues B1 (ready at 0,
-    # queued: 542 cycles), then A2 (queued behind B1), then B2 (ready at 1214, queued)
+    assert inorder.latency_ns * VEC_GHZ == pytest.approx(b2 + full + LAT)        # 1534 cycles
+    # window 4: A2 is not ready when A1 ends (316 < 416), so the engine issues B1 (ready at 0,
+    # queued: 286 cycles), then A2 (queued behind B1), then B2 (ready at 702, queued)
     tl = both(two_chains(), model("window", 4))
     b1w = full
     a2w = b1w + queued
     b2w = a2w + queued
     assert tl.start * VEC_GHZ == pytest.approx([0, a2w, b1w, b2w])
-    assert tl.latency_ns * VEC_GHZ == pytest.approx(b2w + queued + LAT)         # 2298 cycles
+    assert tl.latency_ns * VEC_GHZ == pytest.approx(b2w + queued + LAT)         # 1274 cycles
     assert b2w + queued + LAT < b2 + full + LAT
 
 
@@ -108,7 +109,7 @@ def test_window_bounds_how_far_ahead():
     narrow = both(tr, model("window", 3))     # B is out of reach: program order
     wide = both(tr, model("window", 4))       # B runs in A2's wait
     assert narrow.start[4] > narrow.start[1]
-    assert wide.start[4] * VEC_GHZ == pytest.approx(BUBBLE + 512)
+    assert wide.start[4] * VEC_GHZ == pytest.approx(BUBBLE + 512 / RATE)
     assert wide.start[4] < wide.start[1]
 
 
@@ -140,6 +141,27 @@ def test_load_is_hoisted_for_an_instruction_issued_early():
     assert tl.end[3] < tl.end[0]                       # which is before S ends
     assert tl.start[3] == pytest.approx(ref.start[3])  # the load itself is not delayed
     assert tl.latency_ns <= ref.latency_ns
+
+
+def test_loads_of_candidates_not_issued_do_not_overtake_an_older_ready_load():
+    # A2 waits on a long Scalar activation S (16384 elements); D is a load older than the two
+    # candidates' loads and ready at once (its reader is on Scalar, out of the Vector stream).
+    # B1 needs an 8 MiB load L1 that cannot land before S ends, B2 a small load L2.  Both loads
+    # would overtake D, so both candidates are deferred; only the first (B1) gets its load hoisted,
+    # B1 still cannot start in A2's wait, and L2 stays behind D in program order.
+    act = Instruction(0, "scalar", "activation", (sbuf(50, 16384),), (sbuf(2, 16384),), 128, 16384,
+                      "float32", "float32", (), LOC, 0)
+    use_d = Instruction(0, "scalar", "activation", (sbuf(20),), (sbuf(21),), 128, 512, "float32",
+                        "float32", (), LOC, 0)
+    tr = trace([act, copy(2, 4), load(20, 512, 100), load(30, 16384, 101), copy(30, 31, 16384),
+                load(32, 512, 102), copy(32, 33), use_d])
+    tl = both(tr, model("window", 4))
+    ref = both(tr, model("in_order"))
+    assert tl.start[1] == pytest.approx(ref.start[1])   # A2 when S ends: nothing issued before it
+    assert tl.end[3] > tl.end[0]                        # L1 lands after S: B1 cannot go early
+    assert tl.start[4] > tl.start[1] and tl.start[6] > tl.start[1]
+    assert tl.start[3] < tl.start[2]                    # B1's load was hoisted (ahead of D) ...
+    assert tl.start[5] >= tl.end[2]                     # ... B2's was not: L2 after D
 
 
 def test_stream_order_overrides(monkeypatch, tmp_path):

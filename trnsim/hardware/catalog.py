@@ -241,12 +241,14 @@ def _prod(xs) -> int:
 
 
 def _check_numerics(n: Mapping, file: str) -> None:
-    conv = n.get("conversion", {})
-    allowed = {"float_to_int_rounding": ("rne", "trunc"), "float_to_int_overflow": ("saturate", "wrap")}
+    allowed = {"conversion.float_to_int_rounding": ("rne", "trunc"),
+               "conversion.float_to_int_overflow": ("saturate", "wrap"),
+               "mx.quantize_scale": ("ocp_x2", "ocp")}  # nki/ops/mx_format.SCALE_RULES
     for k, choices in allowed.items():
-        v = conv.get(k)
+        sect, _, leaf = k.partition(".")
+        v = n.get(sect, {}).get(leaf)
         if v not in choices:
-            raise HardwareFileError(f"{file}: conversion.{k} must be one of {choices}",
+            raise HardwareFileError(f"{file}: {k} must be one of {choices}",
                                     rule="hardware-file-range", limit=choices, value=v)
 
 

@@ -44,6 +44,8 @@ RANGES: Dict[str, Dict[str, str]] = {
 LIVENESS_RULES = ("program_order", "hoist_last_reader")
 # how automatically allocated SBUF tiles get physical bytes for timing (nki/core/placement.py)
 PLACEMENT_POLICIES = ("private", "reuse_lru")
+# how a partition-dim operand broadcast is executed (nki/core/broadcast_lowering.py)
+BROADCAST_LOWERINGS = ("tensor", "dma", "free")
 _RANGE_TEXT = {"positive": "> 0", "fraction": "in (0, 1]", "unit": "in [0, 1)"}
 
 
@@ -189,6 +191,10 @@ def check_core(core, file: str) -> None:
         raise HardwareFileError(f"{file}: core {s.key}: sbuf.placement must be one of {PLACEMENT_POLICIES}",
                                 rule="hardware-file-range", limit=PLACEMENT_POLICIES,
                                 value=s.sbuf.placement)
+    if s.broadcast.partition not in BROADCAST_LOWERINGS:
+        raise HardwareFileError(f"{file}: core {s.key}: broadcast.partition must be one of "
+                                f"{BROADCAST_LOWERINGS}", rule="hardware-file-range",
+                                limit=BROADCAST_LOWERINGS, value=s.broadcast.partition)
     for mem, allowed in (("sbuf", ("fail", "spill")), ("psum", ("fail",))):  # no PSUM spill model
         got = getattr(s, mem).legacy_overflow
         if got not in allowed:

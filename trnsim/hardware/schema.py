@@ -240,6 +240,14 @@ class CoreTiming:
 
 
 @dataclass(frozen=True)
+class BroadcastRules:
+    """How a compute-engine operand broadcast along the partition dim (a stride-0 partition view,
+    which compute-engine access patterns cannot express) is executed: ``tensor`` (a ones-row
+    matmul into PSUM), ``dma`` (an SBUF copy by DMA) or ``free`` (no instruction)."""
+    partition: str = "free"
+
+
+@dataclass(frozen=True)
 class CoreSpec:
     """One NeuronCore generation (v2 = Trn1/Inf2, v3 = Trn2, v4 = Trn3)."""
     key: str
@@ -261,6 +269,7 @@ class CoreSpec:
     # names that select this generation: the first is the canonical target (what
     # ``Options.target`` becomes), the rest are accepted spellings (gen3, v3, trn2u, ...)
     targets: Tuple[str, ...] = ()
+    broadcast: BroadcastRules = BroadcastRules()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -71,6 +71,8 @@ _TABLE = (
     _op("nc_matmul", "tensor", "matmul", 2, "stationary moving dst"),
     _op("nc_matmul_mx", "tensor", "matmul_mx", 4,
         "stationary moving stationary_scale moving_scale dst"),
+    # compiler-inserted partition-dim broadcast of a compute operand (nki/core/broadcast_lowering.py)
+    _op("partition_broadcast", "tensor dma", "matmul", 2, "moving dst"),
     # Vector / GpSimd / Scalar elementwise
     _op("tensor_tensor", "vector gpsimd", "two_input", 2, "data1 data2 dst"),
     _op("scalar_tensor_tensor", "vector gpsimd", "two_input", 2, "data data1 dst"),

@@ -168,15 +168,52 @@ static int look_ready_inputs(const Look *L, const Sched *c, Py_ssize_t j, Py_ssi
     return 1;
 }
 
+/* Lookahead.overtakes: 1 when hoisting j's loads (its unplaced inputs from i on) now would put them
+   on the DMA queues ahead of an older unplaced transfer (from i on) whose own inputs are produced */
+static int look_overtakes(const Look *L, const Sched *c, Py_ssize_t j, Py_ssize_t i) {
+    int32_t last = -1;
+    for (int64_t k = L->dptr[j]; k < L->dptr[j + 1]; k++) {
+        int32_t p = L->dind[k];
+        if (p >= i && !L->placed[p] && p > last) last = p;
+    }
+    for (Py_ssize_t d = i; d < last; d++) {
+        if (L->placed[d] || c->skind[c->sh[d]] != KIND_DMA) continue;
+        int mine = 0, ready = 1;
+        for (int64_t k = L->dptr[j]; k < L->dptr[j + 1] && !mine; k++) mine = L->dind[k] == d;
+        if (mine) continue;
+        for (int64_t k = L->dptr[d]; k < L->dptr[d + 1] && ready; k++) {
+            int32_t q = L->dind[k];
+            ready = q < i || L->placed[q];
+        }
+        if (ready) return 1;
+    }
+    return 0;
+}
+
+/* Place the loads issued early for j (its unplaced inputs from i on); -1 on error */
+static int hoist_loads(Sched *c, Look *L, Py_ssize_t j, Py_ssize_t i) {
+    for (int64_t k = L->dptr[j]; k < L->dptr[j + 1]; k++) {
+        int32_t p = L->dind[k];
+        if (p < i || L->placed[p]) continue;
+        uint8_t pe = L->seng[c->sh[p]];
+        c->engs[p] = pe;
+        double rp = ready_for(L->dptr, L->dind, c->end, c->engs, p, pe, L->sync_ns);
+        if (place_dma(c, p, c->sh[p], rp) < 0) return -1;
+        L->placed[p] = 1;
+    }
+    return 0;
+}
+
 /* scheduler.issue_early: while engine e would idle before i (inputs ready at ready_i), issue the
-   candidate of its stream that starts first; -1 on error */
+   candidate of its stream that starts first (one whose loads would overtake an older ready
+   transfer only when no other can); -1 on error */
 static int issue_early(Sched *c, Look *L, Py_ssize_t i, uint8_t e, double ready_i) {
     const int32_t *sidx = L->sidx + L->soff[e];
     Py_ssize_t len = L->soff[e + 1] - L->soff[e];
     uint8_t *placed = L->placed;
     while (c->freeat[e] < ready_i) {
         double f = c->freeat[e], best_s = 0.0, best_r = 0.0;
-        Py_ssize_t h = L->head[e], best = -1;
+        Py_ssize_t h = L->head[e], best = -1, deferred = -1;
         while (h < len && placed[sidx[h]]) h++;
         L->head[e] = h;
         if (h < len && sidx[h] == i) h++;
@@ -186,20 +223,24 @@ static int issue_early(Sched *c, Look *L, Py_ssize_t i, uint8_t e, double ready_
             if (placed[j]) continue;
             if (c->skind[s] == KIND_COMPUTE && L->aoff[s + 1] - L->aoff[s] > 1) continue;
             if (!look_ready_inputs(L, c, j, i)) continue;
-            for (int64_t k = L->dptr[j]; k < L->dptr[j + 1]; k++) { /* loads issued early */
-                int32_t p = L->dind[k];
-                if (p < i || placed[p]) continue;
-                uint8_t pe = L->seng[c->sh[p]];
-                c->engs[p] = pe;
-                double rp = ready_for(L->dptr, L->dind, c->end, c->engs, p, pe, L->sync_ns);
-                if (place_dma(c, p, c->sh[p], rp) < 0) return -1;
-                placed[p] = 1;
+            if (look_overtakes(L, c, j, i)) {
+                if (deferred < 0) deferred = j;
+                continue;
             }
+            if (hoist_loads(c, L, j, i) < 0) return -1;
             double r = ready_for(L->dptr, L->dind, c->end, c->engs, j, e, L->sync_ns);
             double sj = r > f ? r : f;
             if (sj < ready_i && (best < 0 || sj < best_s)) {
                 best = j;
                 best_s = sj;
+                best_r = r;
+            }
+        }
+        if (best < 0 && deferred >= 0) {
+            if (hoist_loads(c, L, deferred, i) < 0) return -1;
+            double r = ready_for(L->dptr, L->dind, c->end, c->engs, deferred, e, L->sync_ns);
+            if ((r > f ? r : f) < ready_i) {
+                best = deferred;
                 best_r = r;
             }
         }

@@ -228,6 +228,9 @@ class CostModel:
         n = _elements(ins, v)
         two_input = cls == "two_input"
         factor = v.two_input_factor if (two_input and n > v.two_input_min_free) else 1.0
+        # elements/partition/cycle: the data path every dtype gets (v3/v4: "256 for other data
+        # types" = 2), times the BF16/FP16 perf-mode multiplier, which cores.toml states relative
+        # to that path (4x over v2 = 2 x 2), so the peak stays the table's 512 BF16 [ARCH3]
         speed = v.elems_per_cycle
         psum = any(r.memory == "psum" for r in ins.reads + ins.writes)
         strided = self._strided(ins)

@@ -11,6 +11,13 @@ Its algorithm is not public; the model (``timing.reorder`` in cores.toml):
   engine's), one whose inputs are all produced (by instructions already placed, or by DMA loads
   whose own inputs are, which the compiler hoists: those loads are placed first), the one that can
   start first (ties: program order); repeated while the engine would still idle;
+- a candidate whose loads would reach the DMA queues ahead of an older transfer that is ready to
+  go (program order from ``i``, inputs produced) is deferred: only when no other candidate can start
+  in the idle gap are the loads of the first such candidate hoisted and the candidate tried.  Loads
+  hoisted for candidates that are then not issued would otherwise take the queues ahead of older
+  loads the waiting chain needs (fused Mamba v1 at window 16: its first 1 MiB load landed 57 us
+  late); a longest-remaining-chain or oldest-first pick changes nothing there (nearly every gap
+  holds one ready candidate);
 - an instruction left to the compiler (``engine_auto`` with alternatives) is not pulled ahead: its
   engine is chosen when program order reaches it (assign.py scores each engine's queue as it
   stands then, before any early issue in front of it);
@@ -77,3 +84,14 @@ class Lookahead:
                     return None
             out.append(p)
         return sorted(out)
+
+    def overtakes(self, hoist: List[int], i: int) -> bool:
+        """Whether hoisting the loads ``hoist`` (sorted) now would put them on the DMA queues ahead of
+        an older unplaced transfer (program order from ``i``) whose own inputs are produced."""
+        placed, deps, instrs = self.placed, self.deps, self.instrs
+        for d in range(i, hoist[-1]):
+            if placed[d] or instrs[d].engine != "dma" or d in hoist:
+                continue
+            if all(q < i or placed[q] for q in deps[d]):
+                return True
+        return False

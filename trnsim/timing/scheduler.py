@@ -98,26 +98,42 @@ def schedule_py(trace: Trace, model: CostModel,
         busy_end[i] = s + occ
         end[i] = s + occ + cost.latency_ns
 
+    def hoist_loads(hoist):
+        """Place the loads the compiler issues early for an instruction issued early."""
+        for p in hoist:
+            if not look.placed[p]:
+                engines[p] = "dma"
+                place_dma(p, instrs[p], _ready(deps[p], end, engines, "dma", sync_ns))
+                look.placed[p] = 1
+
     def issue_early(i, eng, res, ready_i):
-        """While ``eng`` would idle before ``i`` is ready, issue the candidate that starts first."""
+        """While ``eng`` would idle before ``i`` is ready, issue the candidate that starts first
+        (one whose loads would overtake an older ready transfer only when none other can)."""
         placed = look.placed
         while res.free_at < ready_i:
             f = res.free_at
-            best = None
+            best = deferred = None
             for j in look.candidates(i, eng):
                 if placed[j] or model.auto_engines(instrs[j]):
                     continue
                 hoist = look.hoists(j, i)
                 if hoist is None:
                     continue
-                for p in hoist:  # loads the compiler issues early for ``j``
-                    engines[p] = "dma"
-                    place_dma(p, instrs[p], _ready(deps[p], end, engines, "dma", sync_ns))
-                    placed[p] = 1
+                if hoist and look.overtakes(hoist, i):
+                    if deferred is None:
+                        deferred = (j, hoist)
+                    continue
+                hoist_loads(hoist)
                 r = _ready(deps[j], end, engines, eng, sync_ns)
                 sj = r if r > f else f
                 if sj < ready_i and (best is None or sj < best[0]):
                     best = (sj, j, r)
+            if best is None and deferred is not None:
+                j = deferred[0]
+                hoist_loads(deferred[1])
+                r = _ready(deps[j], end, engines, eng, sync_ns)
+                if max(r, f) < ready_i:
+                    best = (max(r, f), j, r)
             if best is None:
                 return
             j = best[1]

@@ -7,6 +7,12 @@
  *                                   .astype(bfloat16)  -- one pass instead of four, no temporaries
  *   f32_to_bf16(src, out)           out = bf16_rne(src): ml_dtypes' fp32 -> bfloat16 cast
  *   view_key(key)                   subscript.py's _view_key (the reused-view cache key)
+ *   gemm_acc(c, a, b)               c += a.T @ b for fp32 a (K, M), b (K, N), c (M, N) through
+ *                                   numpy's own cblas_sgemm (beta = 1; set_sgemm hands over its
+ *                                   address): numpy's matmul makes the same call with beta = 0,
+ *                                   so the product is summed in the same order, and adding it to
+ *                                   c once rounds as np.add does -- no product temporary; declined
+ *                                   (False) where c holds a NaN (see py_gemm_acc)
  * out must not overlap the inputs (a row with a NaN result is computed twice).
  *
  * Rounding: round to nearest, ties to even; NaN becomes the quiet NaN 0x7fc0 with the input's
@@ -338,7 +344,119 @@ static PyObject *py_view_key(PyObject *self, PyObject *key) {
     return out;
 }
 
+/* cblas_sgemm of numpy's BLAS (fastpath.py finds it); ILP64 builds take 64-bit sizes */
+typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                          const float *, int64_t, float, float *, int64_t);
+typedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, int, const float *,
+                          int, float, float *, int);
+static void *sgemm_fn = NULL;
+static int sgemm_ilp64 = 1;
+
+static PyObject *py_set_sgemm(PyObject *self, PyObject *args) {
+    unsigned long long addr;
+    int ilp64;
+    if (!PyArg_ParseTuple(args, "Kp", &addr, &ilp64))
+        return NULL;
+    sgemm_fn = (void *)(uintptr_t)addr;
+    sgemm_ilp64 = ilp64;
+    Py_RETURN_NONE;
+}
+
+/* a 2-D fp32 buffer whose rows are contiguous (BLAS-compatible as numpy's matmul requires);
+ * returns its leading dimension in elements, or 0 (and the buffer released) when it is not one */
+static Py_ssize_t blas_2d(PyObject *o, Py_buffer *v, int writable) {
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, v, flags) < 0) {
+        PyErr_Clear(); /* not a fit: the caller takes the numpy path */
+        return 0;
+    }
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    Py_ssize_t ld = v->ndim == 2 ? v->strides[0] / 4 : 0;
+    if (strcmp(f, "f") != 0 || v->itemsize != 4 || v->ndim != 2 || v->strides[1] != 4 ||
+        v->strides[0] % 4 != 0 || ld < v->shape[1] || ld < 1 || v->shape[0] < 1 ||
+        v->shape[1] < 1 || v->shape[0] > INT32_MAX || v->shape[1] > INT32_MAX ||
+        ld > INT32_MAX || ((uintptr_t)v->buf) % 4 != 0) {
+        PyBuffer_Release(v);
+        return 0;
+    }
+    return ld;
+}
+
+static int overlaps(const Py_buffer *x, const Py_buffer *y) {
+    const char *x0 = x->buf, *y0 = y->buf;
+    const char *x1 = x0 + (x->shape[0] - 1) * x->strides[0] + x->shape[1] * 4;
+    const char *y1 = y0 + (y->shape[0] - 1) * y->strides[0] + y->shape[1] * 4;
+    return x0 < y1 && y0 < x1;
+}
+
+/* any NaN among the rows x cols fp32 values at row pitch ld (in elements)?  Branch-free per row
+ * (the compiler vectorizes it); the scan also brings c into cache for the gemm */
+static int has_nan(const float *c, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t ld) {
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        const uint32_t *r = (const uint32_t *)(c + i * ld);
+        uint32_t any = 0;
+        for (Py_ssize_t j = 0; j < cols; j++)
+            any |= (uint32_t)((r[j] & 0x7fffffffu) > 0x7f800000u);
+        if (any)
+            return 1;
+    }
+    return 0;
+}
+
+static PyObject *py_gemm_acc(PyObject *self, PyObject *args) {
+    PyObject *oc, *oa, *ob;
+    if (!PyArg_ParseTuple(args, "OOO", &oc, &oa, &ob))
+        return NULL;
+    if (sgemm_fn == NULL)
+        Py_RETURN_FALSE;
+    Py_buffer c, a, b;
+    Py_ssize_t ldc = blas_2d(oc, &c, 1);
+    if (!ldc)
+        Py_RETURN_FALSE;
+    Py_ssize_t lda = blas_2d(oa, &a, 0);
+    if (!lda) {
+        PyBuffer_Release(&c);
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t ldb = blas_2d(ob, &b, 0);
+    if (!ldb) {
+        PyBuffer_Release(&c);
+        PyBuffer_Release(&a);
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t K = a.shape[0], M = a.shape[1], N = b.shape[1];
+    /* numpy's matmul calls sgemm only for matrix x matrix (a vector goes to gemv/dot) and a
+     * product of an operand with itself to syrk: those stay on the numpy path.  A NaN already in
+     * c stays too: NaN + NaN keeps the first operand's NaN on x86, and np.add(c, p) puts c
+     * first where the gemm kernel puts the product first (all other values add alike) */
+    int ok = b.shape[0] == K && c.shape[0] == M && c.shape[1] == N && M > 1 && N > 1 &&
+             a.buf != b.buf && !overlaps(&c, &a) && !overlaps(&c, &b) &&
+             !has_nan(c.buf, M, N, ldc);
+    if (ok) {
+        const float *pa = a.buf, *pb = b.buf;
+        float *pc = c.buf;
+        Py_BEGIN_ALLOW_THREADS
+        /* CblasRowMajor = 101, CblasTrans = 112, CblasNoTrans = 111, as numpy passes them */
+        if (sgemm_ilp64)
+            ((sgemm64_t)sgemm_fn)(101, 112, 111, M, N, K, 1.0f, pa, lda, pb, ldb, 1.0f, pc, ldc);
+        else
+            ((sgemm32_t)sgemm_fn)(101, 112, 111, (int)M, (int)N, (int)K, 1.0f, pa, (int)lda, pb,
+                                  (int)ldb, 1.0f, pc, (int)ldc);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&c);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
+    {"set_sgemm", py_set_sgemm, METH_VARARGS,
+     "set_sgemm(address, ilp64): the cblas_sgemm gemm_acc calls (numpy's)"},
+    {"gemm_acc", py_gemm_acc, METH_VARARGS,
+     "gemm_acc(c, a, b) -> bool: c += a.T @ b through cblas_sgemm (beta 1); False: not done"},
     {"view_key", py_view_key, METH_O, "view_key(key) -> hashable tuple or None (subscript.py)"},
     {"binary_to_bf16", py_binary_to_bf16, METH_VARARGS,
      "binary_to_bf16(op, a, b, out): out = bf16_rne(f32(a) op f32(b)); op 0 add 1 sub 2 mul"},

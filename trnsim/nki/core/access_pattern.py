@@ -126,7 +126,11 @@ class _RowIndex:
 
     def resolve_index(self, tile_values=None) -> np.ndarray:
         v = tile_values[id(self.rows)] if tile_values else self.rows.array()
-        rows = np.asarray(v).reshape(-1).astype(np.int64)[: self.shape[0]]
+        # DGE row indices are unsigned 32-bit (the ISA's index tiles are uint32): a negative int32
+        # index (-1, the NKI library's "no token") is a huge row, out of bounds, never a row
+        # counted back from the view's offset into the previous slice
+        rows = np.asarray(v).reshape(-1).astype(np.int64).astype(np.uint32).astype(np.int64)
+        rows = rows[: self.shape[0]]
         rows = rows.reshape((self.shape[0],) + (1,) * (len(self.shape) - 1))
         return self.start_el + rows * self.row_el + self.free
 

@@ -75,6 +75,80 @@ def binary_to_bf16(name: str, a: np.ndarray, b: np.ndarray) -> Optional[np.ndarr
     return out
 
 
+# numpy's own BLAS (the library its matmul calls): cblas_sgemm with beta = 1 adds a product into
+# PSUM in the call numpy makes with beta = 0, so the sum is the same; any other BLAS (scipy's, a
+# system one) might order the K products differently, so only numpy's is used.  ILP64 wheels
+# (numpy >= 2) suffix their symbols "64_"; found once, checked bit for bit once (_gemm_ok).
+_SGEMM_SYMBOLS = (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True))
+_gemm_state = None  # None: not looked up yet; then True (usable) or False
+
+
+def _numpy_blas_libs() -> list:
+    """Paths of the OpenBLAS libraries bundled with numpy's wheel (Linux and macOS layouts)."""
+    import glob
+    root = os.path.dirname(np.__file__)
+    pats = (os.path.join(root, os.pardir, "numpy.libs", "*openblas*"),
+            os.path.join(root, ".dylibs", "*openblas*"))
+    return sorted(p for pat in pats for p in glob.glob(pat))
+
+
+def _find_sgemm():
+    """(address, ilp64) of numpy's cblas_sgemm, or None where it cannot be found."""
+    import ctypes
+    for path in _numpy_blas_libs():
+        try:
+            lib = ctypes.CDLL(path)  # already loaded by numpy: the same handle, no second copy
+        except OSError:
+            continue
+        for name, ilp64 in _SGEMM_SYMBOLS:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return ctypes.cast(fn, ctypes.c_void_p).value, ilp64
+    return None
+
+
+def _gemm_ok(m) -> bool:
+    """Hand numpy's sgemm to the C code and check it against ``np.matmul`` + ``np.add`` on
+    random data, bit for bit; False (numpy path only) on any difference."""
+    found = _find_sgemm()
+    if found is None:
+        return False
+    m.set_sgemm(*found)
+    rng = np.random.default_rng(12345)
+    for K, M, N in ((128, 128, 512), (64, 96, 200), (3, 17, 5)):
+        a = rng.standard_normal((K, M + 3), dtype=np.float32)[:, 1:M + 1]
+        b = rng.standard_normal((K, N), dtype=np.float32)
+        c = rng.standard_normal((M, N), dtype=np.float32)
+        ref = c + np.matmul(a.T, b)
+        if not m.gemm_acc(c, a, b) or not np.array_equal(c.view(np.uint32), ref.view(np.uint32)):
+            m.set_sgemm(0, True)
+            return False
+    return True
+
+
+def gemm_ready() -> bool:
+    """True when gemm_acc can run (C path built and on, numpy's sgemm found and checked)."""
+    global _gemm_state
+    m = module()
+    if m is None:
+        return False
+    if _gemm_state is None:
+        _gemm_state = _gemm_ok(m)
+    return _gemm_state
+
+
+def gemm_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """``c += a.T @ b`` in place with one BLAS call, bit for bit ``np.add(c, np.matmul(a.T, b),
+    out=c)``; False (``c`` untouched) when the C path does not apply to these arrays."""
+    global _gemm_state
+    m = module()
+    if m is None:
+        return False
+    if _gemm_state is None:
+        _gemm_state = _gemm_ok(m)
+    return _gemm_state and m.gemm_acc(c, a, b)
+
+
 def f32_to_bf16(src: np.ndarray) -> Optional[np.ndarray]:
     """``src.astype(bfloat16)`` for an fp32 array (round to nearest even, ml_dtypes' NaN), in
     one C pass; None when the C path does not apply."""

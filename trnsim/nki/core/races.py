@@ -16,6 +16,8 @@ Not a race (the NKI docs call these legal):
 - tiles allocated inside the loop body: each iteration gets its own buffer, so only tensors that
   exist before the loop starts (ids below the loop's first storage id) are compared;
 - bytes separated by an LNC ``core_barrier`` (or a ``sendrecv``, which waits for the peer);
+- writes of one constant (a ``memset``, or a copy of a tile one ``memset`` filled) from every side:
+  either order leaves the same bytes (the NKI library zero-fills a shared output from both cores);
 - two writes from the same line by SPMD programs / LNC cores that never read ``program_id``: such
   replicas compute the same values (the nki-samples resize kernel launched on a grid does this).
 Not checked: manually placed SBUF/PSUM tiles (every one shares the physical buffer; the compiler
@@ -290,8 +292,10 @@ def detect(sides: Iterable[Tuple[object, Iterable]], sid0: int, also: frozenset,
     per-region work is inlined: it runs for every operand of every instruction in a loop.)"""
     per: Dict[int, dict] = {}
     for side, instrs in sides:
+        consts: dict = {}
         for ins in instrs:
             accs = None
+            const = _constant(ins, consts) if consts or ins.opcode == "memset" else None
             for w in ins.writes:
                 t = w.tensor
                 if not (0 <= t < sid0 or (also and t in also)) or w.indirect:
@@ -307,10 +311,14 @@ def detect(sides: Iterable[Tuple[object, Iterable]], sid0: int, also: frozenset,
                     tmap = per[t] = {}
                 e = tmap.get(id(w))
                 if e is None:
-                    e = tmap[id(w)] = [w, {}, {}, {}]
+                    e = tmap[id(w)] = [w, {}, {}, {}, {}]
                 d = e[role]
                 if side not in d:
                     d[side] = ins
+                    if role == _W:
+                        e[4][side] = const
+                elif role == _W and e[4].get(side) != const:
+                    e[4][side] = None  # this side writes two different things here
             for r in ins.reads:
                 t = r.tensor
                 if not (0 <= t < sid0 or (also and t in also)) or r.indirect or \
@@ -321,7 +329,7 @@ def detect(sides: Iterable[Tuple[object, Iterable]], sid0: int, also: frozenset,
                     tmap = per[t] = {}
                 e = tmap.get(id(r))
                 if e is None:
-                    e = tmap[id(r)] = [r, {}, {}, {}]
+                    e = tmap[id(r)] = [r, {}, {}, {}, {}]
                 d = e[_R]
                 if side not in d:
                     d[side] = ins
@@ -389,6 +397,8 @@ def _merge_same_rect(entries: list) -> list:
         if m is None:
             by[key] = e
             continue
+        for side, c in e[4].items():  # a side writing two values here writes no one constant
+            m[4][side] = c if m[4].get(side, c) == c else None
         for role in (_W, _R, _A):
             for side, ins in e[role].items():
                 m[role].setdefault(side, ins)
@@ -410,9 +420,10 @@ _PAIRS = ((_W, _W), (_W, _R), (_W, _A), (_R, _W), (_A, _W), (_A, _R), (_R, _A))
 def _conflict(e1, e2, replicas: bool = False):
     """Two sides, one from each entry, in a racing pair of roles: ((side, role, ins) x 2)."""
     best = None
+    same = {e1[4].get(s) for s in e1[_W]} | {e2[4].get(s) for s in e2[_W]}
     for ra, rb in _PAIRS:
         x, y = e1[ra], e2[rb]
-        if not x or not y:
+        if not x or not y or (ra == rb == _W and len(same) == 1 and None not in same):
             continue
         got = _pick(x, y)
         if got is not None:
@@ -426,6 +437,27 @@ def _conflict(e1, e2, replicas: bool = False):
     if best is None:
         return None
     return best + (_overlap(e1[0], e2[0]),)
+
+
+def _constant(ins, consts: dict):
+    """The one constant ``ins`` writes ((value, dtypes...) of a memset, or of a plain copy of a
+    region a memset filled), else None; updates ``consts`` (tensor id -> (constant, region))."""
+    c = None
+    if ins.opcode == "memset":
+        c = (ins.attr("value"),)
+    elif ins.opcode in ("dma_copy", "tensor_copy") and len(ins.reads) == 1:
+        r = ins.reads[0]
+        got = consts.get(r.tensor)
+        if got is not None and got[1].partition <= r.partition and got[1].start <= r.start and \
+                r.partition + r.partitions <= got[1].partition + got[1].partitions and \
+                r.stop <= got[1].stop and not r.indirect:
+            c = got[0]
+    for w in ins.writes:
+        if c is None:
+            consts.pop(w.tensor, None)
+        else:
+            consts[w.tensor] = (c + (w.dtype,), w)
+    return None if c is None or not ins.writes else c + (ins.writes[0].dtype,)
 
 
 def _pick(x: dict, y: dict) -> Optional[tuple]:

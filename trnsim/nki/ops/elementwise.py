@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import KernelError, MemoryAccessError, ShapeError
 from ..core import dtypes as dt, fastpath, gates
 from ..core.alu import BINARY, BITVEC, UNARY, token_name
+from ..core.broadcast_lowering import lower_implicit
 from ..core.context import current
 from ..core.index_exprs import _IndexBase
 from ..core.tensor import NkiTensor
@@ -160,6 +161,8 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
     attrs = [("op", name)]
     if a.shape != b.shape:
         attrs.append(("broadcast", True))
+        # a [1, F] operand repeated over the partitions: the compiler's broadcast instruction first
+        a, b = (lower_implicit(ctx, t, tuple(shape), eng) for t in (a, b))
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=tuple(shape), out_dtype=od, mask=m,
                 engine=eng, opcode="tensor_tensor", reads=[a, b], attrs=attrs)
 

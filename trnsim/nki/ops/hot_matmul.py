@@ -8,18 +8,25 @@ function returns None / False when its case does not hold, and the caller takes 
 path, which stays the reference (``TRNSIM_FASTPATH=0`` takes it always); tests/nki/
 test_fastpath_kernels.py and test_fastpath_hot_matmul.py hold both to the same bits and the same
 trace.
+
+Where the user's statement is ``x += nc_matmul(...)`` (read from its bytecode) on 16-bit operands,
+the product is not computed at once: its tile's storage is a ``PendingStorage``, and the PSUM
+accumulation adds it in with one BLAS call (``fastpath.gemm_acc``: no product temporary, no
+separate add pass; tests/nki/test_fastpath_gemm.py); any other use computes it on first read.
 """
 from __future__ import annotations
 
+import dis
+import sys
 from typing import Optional
 
 import numpy as np
 
 from ...ir.trace import Instruction, Region
-from ...source import user_loc
+from ...source import is_internal, user_loc
 from ..core import dtypes as dt, fastpath
 from ..core.context import region
-from ..core.fastpath import product_buffers
+from ..core.fastpath import gemm_acc, gemm_ready, product_buffers
 from ..core.storage import Storage
 from ..core.tensor import NkiTensor
 
@@ -30,6 +37,69 @@ _tuple_new = tuple.__new__
 # the product's trace attrs as the accumulation rewrites them, per plan attrs tuple
 _ACC_ATTRS: dict = {}
 _ACC_ATTRS_MAX = 256
+
+
+_NO_DATA = np.empty(0, np.uint8)  # a pending product's bytes before (and after) its accumulation
+_DATA = Storage.data  # the slot itself, under the pending storage's property
+_IADD = ("INPLACE_ADD", "+=")  # the opname (<= 3.10) or BINARY_OP's argrepr (3.11+)
+_IADD_SITES: dict = {}  # code object -> offsets at which a call's result goes straight to +=
+_IADD_SITES_MAX = 4096
+
+
+class PendingStorage(Storage):
+    """A product tile's storage whose values are computed on first read of ``data``: the
+    statement ``psum += nc_matmul(...)`` adds the product straight into PSUM instead
+    (``accumulate``), and any other use computes the product as the eager path would."""
+    __slots__ = ("operands",)
+
+    @property
+    def data(self):
+        """The bytes; the product is computed here if it is still pending."""
+        ops = self.operands
+        if ops is not None:
+            self.operands = None
+            a, b = ops
+            vals = a.T @ b
+            _DATA.__set__(self, vals.reshape(-1).view(_U8))
+        return _DATA.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        """New bytes: the pending product, if any, is dropped."""
+        self.operands = None
+        _DATA.__set__(self, value)
+
+
+def _iadd_sites(code) -> frozenset:
+    """The f_lasti values at which ``code`` is inside a call whose result the next instruction
+    adds in place (``x += f(...)``): the call's own offset up to the next instruction's."""
+    ins = list(dis.get_instructions(code))
+    out = set()
+    for cur, nxt in zip(ins, ins[1:]):
+        if cur.opname.startswith("CALL") and (nxt.opname in _IADD or
+                                              (nxt.opname == "BINARY_OP" and nxt.argrepr in _IADD)):
+            out.update(range(cur.offset, nxt.offset))
+    return frozenset(out)
+
+
+def _user_site():
+    """(source location, feeds ``+=``) of the innermost user frame, the caller of ``product``'s
+    caller chain: True when it calls into trnsim from ``x += <call>(...)``, so nothing runs
+    between the product's return and ``x.__iadd__``."""
+    f = sys._getframe(2)
+    depth = 3  # the frame f is, counted from user_loc's own frame
+    while f is not None and is_internal(f.f_code):
+        f = f.f_back
+        depth += 1
+    if f is None:
+        return user_loc(), False
+    code = f.f_code
+    sites = _IADD_SITES.get(code)
+    if sites is None:
+        if len(_IADD_SITES) > _IADD_SITES_MAX:  # one entry per kernel function: bounded
+            _IADD_SITES.clear()
+        sites = _IADD_SITES[code] = _iadd_sites(code)
+    return user_loc(depth), f.f_lasti in sites
 
 
 def _operand(t) -> Optional[np.ndarray]:
@@ -66,24 +136,37 @@ def product(ctx, s, mv, opcode: str) -> Optional[NkiTensor]:
     vm = _operand(mv)
     if vm is None:
         return None
+    shadowed = s._st.sdtype in _SHADOWED and mv._st.sdtype in _SHADOWED
     a = vs if vs.ndim == 2 and vs.shape[1] == M else vs.reshape(-1, M)
     b = vm if vm.ndim == 2 and vm.shape[1] == N else vm.reshape(-1, N)
-    spare = product_buffers.take((M, N))
-    vals = a.T @ b if spare is None else np.matmul(a.T, b, out=spare)
-    if vals.shape != out_shape:
-        vals = vals.reshape(out_shape)
-    if vals.base is not None:  # a reshaped view: copied once, as base._adopt does
-        vals = vals.copy(order="C")
-    loc = user_loc()
+    nb = N * 4
+    loc, feeds = _user_site()
+    if feeds and shadowed and out_shape == (M, N) and gemm_ready():
+        # ``x += nc_matmul(...)``: the product is left pending for accumulate() to add into
+        # PSUM in one BLAS call.  The operands are fp32 copies of 16-bit tiles (f32_view), never
+        # written in place (a write drops the copy), so they keep this instruction's values.
+        vals = None
+        st = PendingStorage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
+                            nbytes=M * nb, sdtype=_F32, partitions=M, pstride=nb, loc=None,
+                            data=_NO_DATA, full=True)
+        st.operands = (a, b)
+        strides = (nb, 4)
+    else:
+        spare = product_buffers.take((M, N))
+        vals = a.T @ b if spare is None else np.matmul(a.T, b, out=spare)
+        if vals.shape != out_shape:
+            vals = vals.reshape(out_shape)
+        if vals.base is not None:  # a reshaped view: copied once, as base._adopt does
+            vals = vals.copy(order="C")
+        # base._adopt, inlined: the product array becomes the fresh tile's storage
+        st = Storage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
+                     nbytes=vals.nbytes, sdtype=_F32, partitions=M, pstride=nb, loc=None,
+                     data=vals.reshape(-1).view(_U8), full=True)
+        strides = vals.strides
+    st.loc = loc
     rs = s._region or region(s)
     rm = mv._region or region(mv)
-    # base._adopt, inlined: the product array becomes the fresh tile's storage (without a dst,
-    # out_shape is (M, N))
-    nb = N * 4
-    st = Storage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
-                 nbytes=vals.nbytes, sdtype=_F32, partitions=M, pstride=nb, loc=loc,
-                 data=vals.reshape(-1).view(_U8), full=True)
-    out = NkiTensor(st, 0, out_shape, vals.strides, od, 0)
+    out = NkiTensor(st, 0, out_shape, strides, od, 0)
     # context.fresh_region, inlined
     reg = out._region = _tuple_new(Region, ("psum", st.region_id, st.name, 0, M, 0, nb, M * N,
                                             "float32", nb, False))
@@ -114,7 +197,10 @@ def accumulate(ctx, dst: NkiTensor, prod: NkiTensor, recycle) -> bool:
         return False
     dst_st = dst._st
     vals = prod._arr
-    if prod._mask is not None or vals is None or dst._dtype is not _F32 or not dst_st.full or \
+    pst = prod._st
+    pending = pst.operands if type(pst) is PendingStorage else None
+    if prod._mask is not None or (vals is None and pending is None) or dst._dtype is not _F32 or \
+            not dst_st.full or \
             dst_st.manual or dst_st.readonly or dst_st.sdtype is not _F32 or \
             ctx.convert.stochastic or not prod._st.full or dst._gather is not None or \
             "float32" not in ctx.spec.tensor.output_dtypes:
@@ -126,16 +212,26 @@ def accumulate(ctx, dst: NkiTensor, prod: NkiTensor, recycle) -> bool:
     old = dst._arr
     if old is None:
         old = dst.array()
-    if vals.shape != old.shape:
-        if vals.size != old.size:
-            return False
-        vals = vals.reshape(old.shape)
-    f = prod._fresh
-    idx = f[1]
-    prod._fresh = None
-    np.add(old, vals, out=old)  # fp32 PSUM read-add-write, in place
+    if pending is not None and gemm_acc(old, *pending):
+        # the product added into PSUM by the BLAS call that computed it (beta = 1): the same
+        # bits as product-then-add (fastpath.gemm_acc); the dead product tile keeps no data
+        pst.data = _NO_DATA
+        f = prod._fresh
+        idx = f[1]
+        prod._fresh = None
+    else:
+        if vals is None:
+            vals = prod.array()  # computes the pending product, as the eager path would have
+        if vals.shape != old.shape:
+            if vals.size != old.size:
+                return False
+            vals = vals.reshape(old.shape)
+        f = prod._fresh
+        idx = f[1]
+        prod._fresh = None
+        np.add(old, vals, out=old)  # fp32 PSUM read-add-write, in place
+        recycle(prod, prod._arr)
     dst_st._f32 = None
-    recycle(prod, prod._arr)
     ins = tail[idx]
     dreg = tr.intern(dst._region or region(dst))
     attrs = ins.attrs

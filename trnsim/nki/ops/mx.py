@@ -32,13 +32,17 @@ Numerics (choices, documented):
   (RNE, or SR when enabled), as the fp32->bf16 PSUM write path does [ARCH4].  Accumulation into
   PSUM is an fp32 add of the fp32 result to the (upcast) PSUM value, then the cast to the PSUM
   dtype.
-- ``quantize_mx`` follows the [ISA] scale rule ``X = 2^(floor(log2 amax) - (Emax - 1))``, Emax 8
-  (e4m3fn) / 15 (e5m2): twice the OCP sample algorithm's scale, so a group's largest value never
-  saturates; an all-zero group gets ``X = 2^-127`` (scale byte 0).  The biased exponent is
-  clamped to 0..254.  Elements are ``value / X`` rounded to the fp8 type (RNE, or SR when
-  enabled).  Note: the docs' CPU utility ``quantize_mx_golden`` uses the plain OCP scale (one
-  less); the ISA text is followed here.  Groups holding NaN or Inf are undocumented: trnsim
-  writes scale 0xFF (NaN) and NaN elements for them.
+- ``quantize_mx``'s block scale is a data choice, ``numerics.toml`` ``[mx] quantize_scale``:
+  ``ocp_x2`` (default) is the [ISA] rule of NKI 0.5.0 / Neuron 2.31.0, ``X = 2^(floor(log2 amax)
+  - (Emax - 1))``, Emax 8 (e4m3fn) / 15 (e5m2), twice the OCP sample algorithm's scale, so a
+  group's largest value never saturates; ``ocp`` is the OCP sample algorithm ``2^(floor(log2
+  amax) - Emax)`` that quantize_mx used before that release (the 2.31.0 release note says it
+  "now uses" the larger scale; the NKI library's hardware-validated golden of March/April 2026
+  and the docs' ``quantize_mx_golden`` compute it), with values beyond the format's max
+  saturated (OCP).  An all-zero group gets ``X = 2^-127`` (scale byte 0); the biased exponent
+  is clamped to 0..254.  Elements are ``value / X`` rounded to the fp8 type (RNE, or SR when
+  enabled).  Groups holding NaN or Inf are undocumented: trnsim writes scale 0xFF (NaN) and NaN
+  elements for them.
 """
 from __future__ import annotations
 
@@ -343,6 +347,11 @@ def _matmul_init(i_s, i_m, i_ss, i_ms, K, M, N, out_shape):
 
 # -- quantize_mx ---------------------------------------------------------------------------------
 
+def _scale_rule(ctx) -> str:
+    """The QuantizeMX block-scale rule of the running catalog (``numerics.toml`` ``[mx]``)."""
+    return ctx.catalog.numerics["mx"]["quantize_scale"]
+
+
 def quantize_mx(dst, src, dst_scale, name=None):
     """``nisa.quantize_mx``: fp16/bf16 ``src`` ``[P, F]`` in SBUF -> MXFP8 ``dst`` ``[P, F // 4]``
     (float8_e5m2_x4 / float8_e4m3fn_x4) and one scale per 8 x 4 group in ``dst_scale`` (uint8 /
@@ -400,12 +409,13 @@ def quantize_mx(dst, src, dst_scale, name=None):
     if ctx.numerics:
         x = np.asarray(v, dtype=np.float64).reshape(G, GROUP_PARTITIONS, Fq, PACK)
         amax = np.abs(x).max(axis=(1, 3))                       # [G, Fq] (NaN propagates)
-        sbyte, bad = _scale_from_amax(amax, EMAX[elem])
+        sbyte, bad = _scale_from_amax(amax, EMAX[elem], _scale_rule(ctx))
         inv = np.ldexp(1.0, SCALE_BIAS - sbyte.astype(np.int64))  # 1 / X, exact
         q = x * inv[:, None, :, None]
         q = np.where(bad[:, None, :, None], np.nan, q)
         fmax = float(ml_dtypes.finfo(elem).max)
-        q = np.clip(q, -fmax, fmax).astype(np.float32)        # never binds with the 2x scale
+        # OCP saturation: binds under the "ocp" rule (|q| up to 2^(Emax+1)), never under "ocp_x2"
+        q = np.clip(q, -fmax, fmax).astype(np.float32)
         if ctx.convert.stochastic:
             codes = dt.stochastic_round(q, elem, ctx.convert.rng)
         else:

@@ -8,7 +8,7 @@ from typing import Any, Tuple
 import ml_dtypes
 import numpy as np
 
-from ...errors import DtypeError, ShapeError
+from ...errors import ConfigError, DtypeError, ShapeError
 from ..core import dtypes as dt
 
 # -- dtype tables --------------------------------------------------------------------------------
@@ -28,6 +28,11 @@ CONTAINER = {v: k for k, v in ELEMENT.items()}
 #: largest unbiased exponent of a normal value: ``Emax`` of the [ISA] quantize rule
 EMAX = {np.dtype(ml_dtypes.float8_e4m3fn): 8, np.dtype(ml_dtypes.float8_e5m2): 15,
         np.dtype(ml_dtypes.float4_e2m1fn): 2}
+#: QuantizeMX block-scale rules (``numerics.toml`` ``[mx] quantize_scale``) -> how many binades
+#: above the OCP scale the block scale sits: ``ocp`` is the OCP MX v1.0 sample algorithm,
+#: ``X = 2^(floor(log2 amax) - Emax)`` (Neuron <= 2.30); ``ocp_x2`` is the NKI 0.5.0 (Neuron 2.31)
+#: rule ``X = 2^(floor(log2 amax) - (Emax - 1))``, "a block scale two times larger" [ISA].
+SCALE_RULES = {"ocp": 0, "ocp_x2": 1}
 
 GROUP_PARTITIONS = 8       # a scaling group spans 8 partitions ...
 PACK = 4                   # ... x the 4 values of one x4 element = 32 values
@@ -216,21 +221,35 @@ def dequantize_x4(packed, dtype, scales) -> np.ndarray:
     return vals.reshape(vals.shape[:-2] + (vals.shape[-2] * PACK,))
 
 
-def quantize_block_scales(values, dtype) -> np.ndarray:
-    """The [ISA] QuantizeMX block scale (biased uint8) of each 8 x 4 group of ``values [P, 4F]``."""
+def quantize_block_scales(values, dtype, rule: str | None = None) -> np.ndarray:
+    """The QuantizeMX block scale (biased uint8) of each 8 x 4 group of ``values [P, 4F]`` under
+    scale ``rule`` (a key of :data:`SCALE_RULES`; None: the catalog's ``numerics.toml`` rule)."""
+    if rule is None:
+        from ...hardware import load_catalog
+        rule = load_catalog().numerics["mx"]["quantize_scale"]
     elem = _element_dtype(dtype)
     v = np.asarray(values, dtype=np.float64)
     P, F4 = v.shape
     blocks = np.abs(v).reshape(P // GROUP_PARTITIONS, GROUP_PARTITIONS, F4 // PACK, PACK)
-    return _scale_from_amax(blocks.max(axis=(1, 3)), EMAX[elem])[0]
+    return _scale_from_amax(blocks.max(axis=(1, 3)), EMAX[elem], rule)[0]
 
 
-def _scale_from_amax(amax: np.ndarray, emax: int) -> Tuple[np.ndarray, np.ndarray]:
+def scale_rule_shift(rule: str) -> int:
+    """Binades the block scale of ``rule`` sits above the OCP one; unknown names are refused."""
+    if rule not in SCALE_RULES:
+        raise ConfigError(f"unknown QuantizeMX scale rule {rule!r}", rule="mx-scale-rule",
+                          limit=sorted(SCALE_RULES), value=rule,
+                          hint="numerics.toml [mx] quantize_scale")
+    return SCALE_RULES[rule]
+
+
+def _scale_from_amax(amax: np.ndarray, emax: int, rule: str) -> Tuple[np.ndarray, np.ndarray]:
     """(biased uint8 scale, non-finite-group mask) from per-group max |value|."""
+    shift = scale_rule_shift(rule)
     bad = ~np.isfinite(amax)
     safe = np.where(bad | (amax == 0), 1.0, amax)
     _, e = np.frexp(safe)                      # safe = m * 2^e, m in [0.5, 1)
-    exp = (e - 1) - (emax - 1) + SCALE_BIAS    # floor(log2 amax) - (Emax - 1), biased
+    exp = (e - 1) - emax + shift + SCALE_BIAS  # floor(log2 amax) - Emax + shift, biased
     exp = np.where(amax == 0, 0, exp)          # all-zero group: 2^-127
     exp = np.clip(exp, 0, 254)
     exp = np.where(bad, 0xFF, exp)

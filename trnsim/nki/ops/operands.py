@@ -13,6 +13,7 @@ from ...errors import (AliasError, IndexingError, KernelError, MemoryAccessError
 from ...ir import engines
 from ...source import describe, user_loc
 from ..core import dtypes as dt
+from ..core.broadcast_lowering import is_partition_broadcast, lower as lower_broadcast
 from ..core.context import KernelContext
 from ..core.gates import check_dtype_supported
 from ..core.index_exprs import mask_values
@@ -169,6 +170,8 @@ def tile(ctx: KernelContext, x: Any, role: str, op: str, engine: str, *,
     if not st.accounted:
         ctx.charge(st, first=produced_at(ctx, t))
     t._fresh = None
+    if t._strides[0] == 0 and is_partition_broadcast(t, engine):
+        t = lower_broadcast(ctx, t, engine)  # the compiler's broadcast instruction, then the read
     return t
 
 
