@@ -24,15 +24,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def _fused() -> bool:
-    """Whether this build adds matmul products into PSUM with one BLAS call."""
-    try:
-        from trnsim.nki.core import fastpath
-        return bool(getattr(fastpath, "gemm_ready", lambda: False)())
-    except ImportError:
-        return False
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="4096x8192x8192", help="MxKxN")
@@ -48,6 +39,7 @@ def main():
     import ml_dtypes
     import numpy as np
     from ladder_kernels import trn1_fully_optimized
+    from trnsim.nki.core.fastpath import gemm_ready
     from trnsim.options import Options
 
     rng = np.random.default_rng(0)
@@ -113,7 +105,7 @@ def main():
         "other_s": round(t_sim - t_blas - t_conv, 3),
         "other_us_per_instruction": round((t_sim - t_blas - t_conv) / n_ins * 1e6, 1),
         # psum += nc_matmul(...) as one BLAS call adding into PSUM (nki/core/fastpath.gemm_acc)
-        "fused_psum_accumulate": _fused(),
+        "fused_psum_accumulate": gemm_ready(),
     }
     if args.json:
         print(json.dumps(result, indent=2))

@@ -62,6 +62,11 @@ def user_loc(depth: int = 2) -> SourceLoc:
         if not r:
             break
         f = f.f_back
+    return frame_loc(f)
+
+
+def frame_loc(f: Optional[types.FrameType]) -> SourceLoc:
+    """The (file, line, function) frame ``f`` is at (unknown for None); interned."""
     if f is None:
         return _UNKNOWN
     key = (f.f_code.co_filename, f.f_code, f.f_lineno)  # equal code objects may live in two files

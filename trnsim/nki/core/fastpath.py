@@ -140,13 +140,7 @@ def gemm_ready() -> bool:
 def gemm_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
     """``c += a.T @ b`` in place with one BLAS call, bit for bit ``np.add(c, np.matmul(a.T, b),
     out=c)``; False (``c`` untouched) when the C path does not apply to these arrays."""
-    global _gemm_state
-    m = module()
-    if m is None:
-        return False
-    if _gemm_state is None:
-        _gemm_state = _gemm_ok(m)
-    return _gemm_state and m.gemm_acc(c, a, b)
+    return gemm_ready() and module().gemm_acc(c, a, b)
 
 
 def f32_to_bf16(src: np.ndarray) -> Optional[np.ndarray]:

@@ -17,13 +17,12 @@ separate add pass; tests/nki/test_fastpath_gemm.py); any other use computes it o
 from __future__ import annotations
 
 import dis
-import sys
 from typing import Optional
 
 import numpy as np
 
 from ...ir.trace import Instruction, Region
-from ...source import is_internal, user_loc
+from ...source import frame_loc, user_frame
 from ..core import dtypes as dt, fastpath
 from ..core.context import region
 from ..core.fastpath import gemm_acc, gemm_ready, product_buffers
@@ -83,23 +82,19 @@ def _iadd_sites(code) -> frozenset:
 
 
 def _user_site():
-    """(source location, feeds ``+=``) of the innermost user frame, the caller of ``product``'s
-    caller chain: True when it calls into trnsim from ``x += <call>(...)``, so nothing runs
-    between the product's return and ``x.__iadd__``."""
-    f = sys._getframe(2)
-    depth = 3  # the frame f is, counted from user_loc's own frame
-    while f is not None and is_internal(f.f_code):
-        f = f.f_back
-        depth += 1
+    """(source location, feeds ``+=``) of the innermost user frame: True when it calls into
+    trnsim from ``x += <call>(...)``, so nothing runs between the product's return and
+    ``x.__iadd__``."""
+    f = user_frame(2)
     if f is None:
-        return user_loc(), False
+        return frame_loc(None), False
     code = f.f_code
     sites = _IADD_SITES.get(code)
     if sites is None:
         if len(_IADD_SITES) > _IADD_SITES_MAX:  # one entry per kernel function: bounded
             _IADD_SITES.clear()
         sites = _IADD_SITES[code] = _iadd_sites(code)
-    return user_loc(depth), f.f_lasti in sites
+    return frame_loc(f), f.f_lasti in sites
 
 
 def _operand(t) -> Optional[np.ndarray]:
