@@ -17,6 +17,7 @@ setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"
                    # the functional core's hot numeric kernels (nki/core/fastpath.py falls back to
                    # numpy without it)
                    Extension("trnsim.nki.core._fastpath", ["trnsim/nki/core/_fastpath.c"],
+                             depends=["trnsim/nki/core/_fastpath_queue.h"],
                              extra_compile_args=_FLAGS + ([] if sys.platform == "win32"
                                                           else ["-O3"]),
                              optional=True)])

@@ -12,6 +12,10 @@ between runs; the best run is the least disturbed one, on both sides); every run
 ``--clock cpu`` times this process's CPU time instead of wall time: steadier on a machine shared
 with other work, and meaningful with single-threaded BLAS (OPENBLAS_NUM_THREADS=1; with more threads
 it also counts BLAS threads spinning).
+``queued_psum_accumulate`` says whether the PSUM accumulations ran on the worker thread that
+overlaps them with the bookkeeping (TRNSIM_ASYNC_GEMM; unset, only where the machine has a core
+beside numpy's BLAS threads, e.g. under OPENBLAS_NUM_THREADS=1, which makes the numpy side
+single-threaded too); ``load_average`` shows others' work on a shared machine.
 """
 import argparse
 import json
@@ -39,6 +43,7 @@ def main():
     import ml_dtypes
     import numpy as np
     from ladder_kernels import trn1_fully_optimized
+    from trnsim.nki.core import fastpath
     from trnsim.nki.core.fastpath import gemm_ready
     from trnsim.options import Options
 
@@ -57,6 +62,7 @@ def main():
     from contextlib import nullcontext
     from rich.console import Console
     n = max(1, args.repeat)
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     status = nullcontext() if args.json else Console(stderr=True).status("")
     with status:
         for r in range(n):
@@ -106,6 +112,13 @@ def main():
         "other_us_per_instruction": round((t_sim - t_blas - t_conv) / n_ins * 1e6, 1),
         # psum += nc_matmul(...) as one BLAS call adding into PSUM (nki/core/fastpath.gemm_acc)
         "fused_psum_accumulate": gemm_ready(),
+        # ... and queued for the worker thread that overlaps it with the bookkeeping
+        # (TRNSIM_ASYNC_GEMM; unset: only with a core to spare beside numpy's BLAS threads)
+        "queued_psum_accumulate": gemm_ready() and fastpath.ASYNC,
+        # 1-minute load average before the runs and after: others' work on a shared machine
+        # shows here (the figures above are only comparable on a quiet one)
+        "load_average": [round(x, 2) for x in (load_before[0], os.getloadavg()[0])]
+        if load_before else None,
     }
     if args.json:
         print(json.dumps(result, indent=2))

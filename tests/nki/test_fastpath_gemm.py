@@ -131,23 +131,30 @@ def test_without_the_c_path_nothing_is_deferred():
 
 
 class _Gemms:
-    """Counts fastpath.gemm_acc calls that returned True (replaced in hot_matmul's namespace)."""
+    """Counts fused accumulations: fastpath.gemm_submit (queued) or gemm_acc (synchronous)
+    calls that returned True (replaced in hot_matmul's namespace)."""
+
+    _NAMES = ("gemm_acc", "gemm_submit")
 
     def __init__(self):
         self.n = 0
 
     def __enter__(self):
-        self._orig = hot_matmul.gemm_acc
+        self._orig = {n: getattr(hot_matmul, n) for n in self._NAMES}
 
-        def counted(c, a, b):
-            ok = self._orig(c, a, b)
-            self.n += ok
-            return ok
-        hot_matmul.gemm_acc = counted
+        def counting(fn):
+            def counted(c, a, b):
+                ok = fn(c, a, b)
+                self.n += ok
+                return ok
+            return counted
+        for n, fn in self._orig.items():
+            setattr(hot_matmul, n, counting(fn))
         return self
 
     def __exit__(self, *exc):
-        hot_matmul.gemm_acc = self._orig
+        for n, fn in self._orig.items():
+            setattr(hot_matmul, n, fn)
         return False
 
 

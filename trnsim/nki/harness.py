@@ -19,7 +19,7 @@ from ..errors import KernelError, LaunchError, TrnsimError
 from ..options import Options
 from ..source import SourceLoc, describe, is_internal, strip_internal_frames, user_loc
 from .core import dtypes as dt
-from .core import fastforward, races
+from .core import fastforward, fastpath, races
 from .core.context import KernelContext, maybe_current, running
 from .core.conventions import Conventions, conventions
 from .core.storage import Storage
@@ -285,6 +285,7 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
                 races.report(shared, opts.strict)
             with running(ctx):  # all instances together must have written every output
                 _check_outputs_written(ctx, ret)
+        fastpath.drain()  # kernel end: queued PSUM accumulations finish before anything is read
         outputs = _outputs(ret, inputs.any_torch)
         inputs.write_back()
     except fastforward.Rerun:
@@ -296,6 +297,7 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
         _locate(e, fn)
         raise e.with_traceback(strip_internal_frames(e.__traceback__)) from None
     finally:
+        fastpath.drain()  # also when the kernel raised: nothing queued outlives its launch
         for t in traces:  # no longer being recorded (and not kept alive by this list)
             for j in range(len(ACTIVE_TRACES) - 1, -1, -1):
                 if ACTIVE_TRACES[j] is t:
@@ -365,6 +367,8 @@ def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
         except BaseException as e:  # keep the first failure; release the other core's waits
             errors[i] = e
             group.fail(e)
+        finally:
+            fastpath.drain()  # this core's kernel end (one queue for both cores)
 
     threads = [threading.Thread(target=body, args=(i,), name=f"trnsim-core{i}") for i in range(lnc)]
     for t in threads:

@@ -13,6 +13,8 @@
  *                                   so the product is summed in the same order, and adding it to
  *                                   c once rounds as np.add does -- no product temporary; declined
  *                                   (False) where c holds a NaN (see py_gemm_acc)
+ *   gemm_submit / gemm_drain        the same call on a worker thread, in order (the queue:
+ *                                   _fastpath_queue.h)
  * out must not overlap the inputs (a row with a NaN result is computed twice).
  *
  * Rounding: round to nearest, ties to even; NaN becomes the quiet NaN 0x7fc0 with the input's
@@ -405,58 +407,84 @@ static int has_nan(const float *c, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t 
     return 0;
 }
 
-static PyObject *py_gemm_acc(PyObject *self, PyObject *args) {
-    PyObject *oc, *oa, *ob;
-    if (!PyArg_ParseTuple(args, "OOO", &oc, &oa, &ob))
-        return NULL;
-    if (sgemm_fn == NULL)
-        Py_RETURN_FALSE;
+/* one c += a.T @ b: raw pointers, sizes and leading dims (elements), valid while the caller
+ * (or the queue's Python side) holds the arrays */
+typedef struct {
+    float *c;
+    const float *a, *b;
+    Py_ssize_t M, N, K, lda, ldb, ldc;
+} gemm_task;
+
+/* c, a, b as a task when gemm_acc applies to them (shapes, no overlap, M > 1, N > 1, distinct a
+ * and b); 0 otherwise, with no Python error set (the caller takes the numpy path).  numpy's
+ * matmul calls sgemm only for matrix x matrix (a vector goes to gemv/dot) and a product of an
+ * operand with itself to syrk: those stay on the numpy path */
+static int gemm_task_of(PyObject *oc, PyObject *oa, PyObject *ob, gemm_task *t) {
     Py_buffer c, a, b;
     Py_ssize_t ldc = blas_2d(oc, &c, 1);
     if (!ldc)
-        Py_RETURN_FALSE;
+        return 0;
     Py_ssize_t lda = blas_2d(oa, &a, 0);
     if (!lda) {
         PyBuffer_Release(&c);
-        Py_RETURN_FALSE;
+        return 0;
     }
     Py_ssize_t ldb = blas_2d(ob, &b, 0);
     if (!ldb) {
         PyBuffer_Release(&c);
         PyBuffer_Release(&a);
-        Py_RETURN_FALSE;
+        return 0;
     }
     Py_ssize_t K = a.shape[0], M = a.shape[1], N = b.shape[1];
-    /* numpy's matmul calls sgemm only for matrix x matrix (a vector goes to gemv/dot) and a
-     * product of an operand with itself to syrk: those stay on the numpy path.  A NaN already in
-     * c stays too: NaN + NaN keeps the first operand's NaN on x86, and np.add(c, p) puts c
-     * first where the gemm kernel puts the product first (all other values add alike) */
     int ok = b.shape[0] == K && c.shape[0] == M && c.shape[1] == N && M > 1 && N > 1 &&
-             a.buf != b.buf && !overlaps(&c, &a) && !overlaps(&c, &b) &&
-             !has_nan(c.buf, M, N, ldc);
+             a.buf != b.buf && !overlaps(&c, &a) && !overlaps(&c, &b);
     if (ok) {
-        const float *pa = a.buf, *pb = b.buf;
-        float *pc = c.buf;
-        Py_BEGIN_ALLOW_THREADS
-        /* CblasRowMajor = 101, CblasTrans = 112, CblasNoTrans = 111, as numpy passes them */
-        if (sgemm_ilp64)
-            ((sgemm64_t)sgemm_fn)(101, 112, 111, M, N, K, 1.0f, pa, lda, pb, ldb, 1.0f, pc, ldc);
-        else
-            ((sgemm32_t)sgemm_fn)(101, 112, 111, (int)M, (int)N, (int)K, 1.0f, pa, (int)lda, pb,
-                                  (int)ldb, 1.0f, pc, (int)ldc);
-        Py_END_ALLOW_THREADS
+        t->c = c.buf;
+        t->a = a.buf;
+        t->b = b.buf;
+        t->M = M, t->N = N, t->K = K, t->lda = lda, t->ldb = ldb, t->ldc = ldc;
     }
     PyBuffer_Release(&c);
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
-    return PyBool_FromLong(ok);
+    return ok;
 }
+
+/* the BLAS call itself; needs no GIL */
+static void run_task(const gemm_task *t) {
+    /* CblasRowMajor = 101, CblasTrans = 112, CblasNoTrans = 111, as numpy passes them */
+    if (sgemm_ilp64)
+        ((sgemm64_t)sgemm_fn)(101, 112, 111, t->M, t->N, t->K, 1.0f, t->a, t->lda, t->b, t->ldb,
+                              1.0f, t->c, t->ldc);
+    else
+        ((sgemm32_t)sgemm_fn)(101, 112, 111, (int)t->M, (int)t->N, (int)t->K, 1.0f, t->a,
+                              (int)t->lda, t->b, (int)t->ldb, 1.0f, t->c, (int)t->ldc);
+}
+
+static PyObject *py_gemm_acc(PyObject *self, PyObject *args) {
+    PyObject *oc, *oa, *ob;
+    if (!PyArg_ParseTuple(args, "OOO", &oc, &oa, &ob))
+        return NULL;
+    gemm_task t;
+    /* A NaN already in c stays on the numpy path: NaN + NaN keeps the first operand's NaN on
+     * x86, and np.add(c, p) puts c first where the gemm kernel puts the product first (all
+     * other values add alike) */
+    if (sgemm_fn == NULL || !gemm_task_of(oc, oa, ob, &t) || has_nan(t.c, t.M, t.N, t.ldc))
+        Py_RETURN_FALSE;
+    Py_BEGIN_ALLOW_THREADS
+    run_task(&t);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_TRUE;
+}
+
+#include "_fastpath_queue.h"
 
 static PyMethodDef methods[] = {
     {"set_sgemm", py_set_sgemm, METH_VARARGS,
      "set_sgemm(address, ilp64): the cblas_sgemm gemm_acc calls (numpy's)"},
     {"gemm_acc", py_gemm_acc, METH_VARARGS,
      "gemm_acc(c, a, b) -> bool: c += a.T @ b through cblas_sgemm (beta 1); False: not done"},
+    QUEUE_METHODS
     {"view_key", py_view_key, METH_O, "view_key(key) -> hashable tuple or None (subscript.py)"},
     {"binary_to_bf16", py_binary_to_bf16, METH_VARARGS,
      "binary_to_bf16(op, a, b, out): out = bf16_rne(f32(a) op f32(b)); op 0 add 1 sub 2 mul"},

@@ -6,10 +6,22 @@ pure numpy expression, which the C code matches bit for bit (tests/nki/test_fast
 everywhere: the numpy expressions, no product-buffer reuse, the general ``emit`` of matmul results.
 The switch is a module flag, not an environment lookup per call: the matmul path reads it per
 instruction.
+
+``gemm_submit`` queues the PSUM accumulation ``c += a.T @ b`` for the C worker thread
+(``_fastpath_queue.h``), so the BLAS call overlaps the interpreter's bookkeeping of the next
+instructions (one sgemm call per task, as ``gemm_acc`` makes it: numpy's BLAS sums a product
+split into blocks, or run on another thread count, in another order).  ``QUEUED`` says work is pending; every read of PSUM values other than the hot
+path's own calls ``drain()`` first (``NkiTensor.array``, ``read_f32``, the accumulation's other
+branches, kernel end in harness.py, ``os.fork``, exit).  ``TRNSIM_ASYNC_GEMM=0`` (or
+``set_async(False)``) keeps the synchronous ``gemm_acc``; ``=1`` forces the queue on; unset, it
+is on where a core is left beside numpy's BLAS threads (``_spare_core``).
 """
 from __future__ import annotations
 
+import atexit
 import os
+import threading
+from collections import deque
 from typing import Optional
 
 import numpy as np
@@ -29,14 +41,31 @@ _OFF = ("0", "false", "off", "no")
 
 
 ON = os.environ.get("TRNSIM_FASTPATH", "").strip().lower() not in _OFF
+_ON = ("1", "true", "on", "yes")
+_ASYNC_ENV = os.environ.get("TRNSIM_ASYNC_GEMM", "").strip().lower()
+ASYNC = _ASYNC_ENV not in _OFF
+# unset (auto): the queue is used only where a core is left beside numpy's BLAS threads
+# (_spare_core), decided at the first gemm_ready; "1" forces it on, "0" off
+_async_auto = ASYNC and _ASYNC_ENV not in _ON
 
 
 def set_enabled(on: bool) -> bool:
     """Switch the fast paths on or off (tests compare both); returns the previous setting."""
     global ON
+    drain()
     was, ON = ON, bool(on)
     if not ON:
         product_buffers.clear()
+    return was
+
+
+def set_async(on: bool) -> bool:
+    """Switch the queued (overlapped) PSUM accumulation on or off; returns the previous
+    setting."""
+    global ASYNC, _async_auto
+    drain()
+    was, ASYNC = ASYNC, bool(on)
+    _async_auto = False
     return was
 
 
@@ -92,18 +121,27 @@ def _numpy_blas_libs() -> list:
     return sorted(p for pat in pats for p in glob.glob(pat))
 
 
-def _find_sgemm():
-    """(address, ilp64) of numpy's cblas_sgemm, or None where it cannot be found."""
+def _find(names) -> Optional[int]:
+    """The address of the first of ``names`` exported by numpy's OpenBLAS, or None."""
     import ctypes
     for path in _numpy_blas_libs():
         try:
             lib = ctypes.CDLL(path)  # already loaded by numpy: the same handle, no second copy
         except OSError:
             continue
-        for name, ilp64 in _SGEMM_SYMBOLS:
+        for name in names:
             fn = getattr(lib, name, None)
             if fn is not None:
-                return ctypes.cast(fn, ctypes.c_void_p).value, ilp64
+                return ctypes.cast(fn, ctypes.c_void_p).value
+    return None
+
+
+def _find_sgemm():
+    """(address, ilp64) of numpy's cblas_sgemm, or None where it cannot be found."""
+    for name, ilp64 in _SGEMM_SYMBOLS:
+        addr = _find((name,))
+        if addr is not None:
+            return addr, ilp64
     return None
 
 
@@ -126,21 +164,103 @@ def _gemm_ok(m) -> bool:
     return True
 
 
+_GET_THREADS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                "openblas_get_num_threads")
+
+
+def _spare_core() -> bool:
+    """True when this process may run on more cores than numpy's BLAS uses threads: only then
+    does the worker's BLAS call overlap the interpreter instead of taking a core from it (each
+    call runs on every BLAS thread, and its bits depend on how many, so it cannot be made
+    single-threaded for the worker's sake)."""
+    import ctypes
+    get = _find(_GET_THREADS)
+    if get is None:
+        return False
+    threads = ctypes.CFUNCTYPE(ctypes.c_int)(get)()
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return cpus > threads
+
+
 def gemm_ready() -> bool:
     """True when gemm_acc can run (C path built and on, numpy's sgemm found and checked)."""
-    global _gemm_state
+    global _gemm_state, ASYNC, _async_auto
+    if _gemm_state and ON:  # the per-instruction case: one test
+        return True
     m = module()
     if m is None:
         return False
     if _gemm_state is None:
         _gemm_state = _gemm_ok(m)
+        if _async_auto:
+            ASYNC = _gemm_state and _spare_core()
+            _async_auto = False
     return _gemm_state
 
 
 def gemm_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
     """``c += a.T @ b`` in place with one BLAS call, bit for bit ``np.add(c, np.matmul(a.T, b),
     out=c)``; False (``c`` untouched) when the C path does not apply to these arrays."""
-    return gemm_ready() and module().gemm_acc(c, a, b)
+    return gemm_ready() and _mod.gemm_acc(c, a, b)
+
+
+# -- the gemm queue (_fastpath_queue.h): the Python side keeps each task's arrays alive ---------
+QUEUED = False  # tasks submitted and not drained: the drain points test this flag first
+_queue_lock = threading.Lock()  # LNC cores and ranks are threads: one submitter/drainer at once
+_tasks: deque = deque()  # (sequence number, c, a, b) of every task not known to be done
+_seq = 0  # tasks submitted since the last drain (the C side counts the same)
+
+
+def gemm_submit(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Queue ``c += a.T @ b`` (``gemm_acc``'s case, same bits) for the worker thread; False
+    when not queued, with the queue drained, so the caller may use ``c`` at once. ``a`` and
+    ``b`` must not be written until drained (the hot path passes fp32 snapshot copies)."""
+    global QUEUED, _seq
+    if gemm_ready() and ASYNC:
+        m = _mod
+        with _queue_lock:
+            done = m.gemm_submit(c, a, b)
+            if done >= 0:
+                _tasks.append((_seq, c, a, b))
+                _seq += 1
+                QUEUED = True
+                while _tasks[0][0] < done:  # finished: their arrays may go
+                    _tasks.popleft()
+                return True
+    drain()
+    return False
+
+
+def drain() -> None:
+    """Finish every queued accumulation: wait for the worker, then run the tasks it left (a NaN
+    already in PSUM halts it; gemm_acc's numpy path does those) with numpy, in order."""
+    global QUEUED, _seq
+    if not QUEUED:
+        return
+    with _queue_lock:
+        if not QUEUED:  # another thread drained while this one waited
+            return
+        done, _ = _mod.gemm_drain()
+        for seq, c, a, b in _tasks:
+            if seq >= done:
+                np.add(c, np.matmul(a.T, b), out=c)
+        _tasks.clear()
+        _seq = 0
+        QUEUED = False  # only now: readers that see False must see the final values
+
+
+def _after_fork_in_child() -> None:
+    """The child's copy of the lock may be held by a thread that no longer exists."""
+    global _queue_lock
+    _queue_lock = threading.Lock()
+
+
+atexit.register(drain)  # the worker must not write arrays the interpreter is freeing
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=drain, after_in_child=_after_fork_in_child)
 
 
 def f32_to_bf16(src: np.ndarray) -> Optional[np.ndarray]:

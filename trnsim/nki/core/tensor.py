@@ -151,6 +151,8 @@ class NkiTensor(ViewMethods):
     # -- numpy access -----------------------------------------------------------------------
     def array(self) -> np.ndarray:
         """The numpy view of this tensor's storage (storage dtype); gathers return a copy."""
+        if fastpath.QUEUED and self._st.memory == "psum":
+            fastpath.drain()  # queued accumulations (fastpath.gemm_submit) still write PSUM
         a = self._arr
         if a is None:
             if self._gather is not None:

@@ -12,7 +12,9 @@ trace.
 Where the user's statement is ``x += nc_matmul(...)`` (read from its bytecode) on 16-bit operands,
 the product is not computed at once: its tile's storage is a ``PendingStorage``, and the PSUM
 accumulation adds it in with one BLAS call (``fastpath.gemm_acc``: no product temporary, no
-separate add pass; tests/nki/test_fastpath_gemm.py); any other use computes it on first read.
+separate add pass; tests/nki/test_fastpath_gemm.py), or queues that call for the worker thread
+(``fastpath.gemm_submit``, TRNSIM_ASYNC_GEMM; every other read of PSUM drains the queue first,
+tests/nki/test_async_gemm.py); any other use computes it on first read.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ...ir.trace import Instruction, Region
 from ...source import frame_loc, user_frame
 from ..core import dtypes as dt, fastpath
 from ..core.context import region
-from ..core.fastpath import gemm_acc, gemm_ready, product_buffers
+from ..core.fastpath import drain, gemm_acc, gemm_ready, gemm_submit, product_buffers
 from ..core.storage import Storage
 from ..core.tensor import NkiTensor
 
@@ -207,14 +209,18 @@ def accumulate(ctx, dst: NkiTensor, prod: NkiTensor, recycle) -> bool:
     old = dst._arr
     if old is None:
         old = dst.array()
-    if pending is not None and gemm_acc(old, *pending):
+    if pending is not None and ((fastpath.ASYNC and gemm_submit(old, *pending)) or
+                                gemm_acc(old, *pending)):
         # the product added into PSUM by the BLAS call that computed it (beta = 1): the same
-        # bits as product-then-add (fastpath.gemm_acc); the dead product tile keeps no data
+        # bits as product-then-add (fastpath.gemm_acc), queued for the worker thread where it
+        # can be (every other read of PSUM drains first); the dead product tile keeps no data
         pst.data = _NO_DATA
         f = prod._fresh
         idx = f[1]
         prod._fresh = None
     else:
+        if fastpath.QUEUED:
+            drain()  # this path reads and writes ``old`` itself
         if vals is None:
             vals = prod.array()  # computes the pending product, as the eager path would have
         if vals.shape != old.shape:

@@ -12,7 +12,7 @@ from ...errors import (AliasError, IndexingError, KernelError, MemoryAccessError
                        ShapeError)
 from ...ir import engines
 from ...source import describe, user_loc
-from ..core import dtypes as dt
+from ..core import dtypes as dt, fastpath
 from ..core.broadcast_lowering import is_partition_broadcast, lower as lower_broadcast
 from ..core.context import KernelContext
 from ..core.gates import check_dtype_supported
@@ -370,6 +370,8 @@ def read_f32(ctx: KernelContext, t: NkiTensor, what: str):
     (``Storage.f32_view``; manually placed storages alias each other, so they convert afresh)."""
     st = t._st
     if st.sdtype in _SHADOWED and not st.manual and t._gather is None and ctx.numerics:
+        if fastpath.QUEUED and st.memory == "psum":  # a 16-bit view of queued PSUM bytes
+            fastpath.drain()
         # read() checks init marks and manual owners: a full automatic storage has neither
         init = None if st.full else read(ctx, t, what)[1]
         return st.f32_view(t._off, t._shape, t._strides), init
