@@ -4,7 +4,9 @@ tutorials describe, under the engine-assignment policies (issue 13, section 1).
 The kernels are not ours to ship: pass the path of your own nki-samples checkout (the commit with
 the tutorials, e.g. 8370e11).  Three tutorials, each a ladder of versions the tutorial calls faster
 at every step:
-  fused_mamba       mamba_v1 -> v2 (loop reordering) -> v3 (seq_len tiling), fp32, trn2
+  fused_mamba       mamba_v1 -> v2 (loop reordering) at seq_len 512, channels 4096, and mamba_v2 -> v3
+                    (seq_len tiling) at seq_len 8192, channels 4096: each step at the size the
+                    tutorial profiles it (batch 1, state 16), fp32, trn2
   attention         attn_fwd_v3 -> v4 (loop fusion) -> v5 (delayed softmax division) -> v6 (ScalarE
                     instruction combination) -> v7 (downcast before transpose) -> v8
                     (tensor_scalar_reduce on VectorE), seqlen 512, trn2
@@ -72,11 +74,17 @@ def _ladders(root):
     p = os.path.join(tut, "fused_mamba", "mamba_nki_kernels.py")
     if os.path.exists(p):
         m = _load(p, "tut_mamba")
-        b, ch, seq, st = 1, 256, 2048, 16  # the tutorial's default sizes
-        d = np.ones((b, ch, seq), np.float32)
-        args = (d, d, -np.ones((ch, st), np.float32), np.ones((b, st, seq), np.float32),
-                np.ones((b, st, seq), np.float32))
-        out["mamba"] = ("trn2", [(v, getattr(m, f"mamba_{v}"), args, {}) for v in ("v1", "v2", "v3")])
+        # each step at the size the tutorial profiles it: v1 -> v2 after raising channels to
+        # 4096 (seq_len 512), v2 -> v3 after raising seq_len to 8192 (fused_mamba.rst)
+        for name, (lo, hi), (ch, seq) in (("mamba_v1_v2", ("v1", "v2"), (4096, 512)),
+                                          ("mamba_v2_v3", ("v2", "v3"), (4096, 8192))):
+            b, st = 1, 16
+            d = np.ones((b, ch, seq), np.float32)
+            args = (d, d, -np.ones((ch, st), np.float32), np.ones((b, st, seq), np.float32),
+                    np.ones((b, st, seq), np.float32))
+            out[name] = ("trn2", [(v, getattr(m, f"mamba_{v}"), args, {}) for v in (lo, hi)],
+                         f"channels {ch}, seq_len {seq}, batch 1, state 16: the tutorial's {lo} -> {hi} "
+                         "size")
     p = os.path.join(tut, "attention_fwd_performance", "attention_kernels.py")
     if os.path.exists(p):
         m = _load(p, "tut_attention")
@@ -84,7 +92,8 @@ def _ladders(root):
         # v3 fit the 16 KiB PSUM partition without the compiler's block rotation
         q = np.zeros((128, 512), np.float32)
         out["attention"] = ("trn2", [(v, getattr(m, f"attn_fwd_{v}"), (q, q, q), {})
-                                     for v in ("v3", "v4", "v5", "v6", "v7", "v8")])
+                                     for v in ("v3", "v4", "v5", "v6", "v7", "v8")],
+                            "d_head 128, seqlen 512")
     return out
 
 
@@ -96,7 +105,8 @@ def _own_ladders():
     x = np.zeros((300, 1000), np.float32)
     g = np.zeros(1000, np.float32)
     return {"layernorm": ("trn1", [("v1", layernorm_v1, (x, 1e-5, g, g), {}),
-                                   ("v2", layernorm_v2, (x, 1e-5, g, g), {})])}
+                                   ("v2", layernorm_v2, (x, 1e-5, g, g), {})],
+                          "fp32 [300, 1000]")}
 
 
 def _direction(prev: float, now: float, tol: float = 0.005) -> str:
@@ -130,14 +140,14 @@ def run(root, only=None, progress=None, windows=()):
     res = {}
     ladders = _ladders(root) if root else {}
     ladders.update(_own_ladders())
-    for name, (target, steps) in ladders.items():
-        if only and name not in only:
+    for name, (target, steps, size) in ladders.items():
+        if only and name not in only and name.split("_")[0] not in only:
             continue
         rows = []
         for label, kern, args, kw in steps:
             t0 = time.perf_counter()
             tr = kern.run(*args, options=Options(target=target, timing_only=True), **kw).traces
-            row = {"version": label, "target": target,
+            row = {"version": label, "target": target, "size": size,
                    "sim_seconds": round(time.perf_counter() - t0, 2)}
             row["before_us"] = round(estimate(tr, target, before).latency_us, 2)
             for col, (pol, order) in POLICIES.items():
@@ -162,8 +172,8 @@ def table(res):
     from rich.table import Table
     con = Console()
     for name, rows in res.items():
-        t = Table(title=f"{name} tutorial ({rows[0]['target']}): predicted latency per step "
-                        "(the tutorial calls every step faster)")
+        t = Table(title=f"{name} tutorial ({rows[0]['target']}, {rows[0]['size']}): predicted "
+                        "latency per step (the tutorial calls every step faster)")
         t.add_column("version")
         columns = [k[:-3] for k in rows[0] if k.endswith("_us")]
         for pol in columns:

@@ -65,7 +65,9 @@ def test_new_api_within_capacity_does_not_warn():
 def test_spill_stores_and_reloads_follow_the_fewest_reloads_rule():
     """Hand-worked: four 64 KiB tiles t0..t3 loaded at 0..3, acc (64 KiB) made at 4 from t0+t1,
     then acc+=t2 at 5, acc+=t3 at 6, stored at 7; trn2 has 224 KiB.  Loading t3 needs room: of
-    t0, t1 (next use 4) and t2 (next use 5) the farthest is t2 -> stored before instruction 3.
+    t0, t1 (next use 4) and t2 (next use 5) the farthest is t2 (equal sizes: spill.py's cost
+    2 (bytes + DMA overhead) / distance x (1 + 1 / since) is t0 4/3, t1 3/2, t2 1 unit) -> stored
+    before instruction 3.
     At 4 acc needs room: t3 (next use 6) is farthest -> stored before 4.  t0, t1 die after 4, so
     t2 is reloaded before 5 and t3 before 6: 2 stores + 2 reloads of 64 KiB per partition."""
     x = np.ones((4, 128, 16384), np.float32)

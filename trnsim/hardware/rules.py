@@ -17,7 +17,7 @@ from ..errors import HardwareFileError
 # bandwidth is no machine); "fraction": in (0, 1]; "unit": in [0, 1).  Unlisted numbers: >= 0.
 _POS = "positive"
 RANGES: Dict[str, Dict[str, str]] = {
-    "OnChipMemory": {"partitions": _POS, "bytes_per_partition": _POS, "banks": _POS},
+    "OnChipMemory": {"partitions": _POS, "bytes_per_partition": _POS, "banks": _POS, "loop_buffers": _POS},
     "TileSizes": {f: _POS for f in ("pmax", "psum_fmax", "gemm_stationary_fmax", "gemm_moving_fmax",
                                     "bn_stats_fmax", "psum_num_banks", "psum_min_align", "sbuf_min_align")},
     "TensorEngineRules": {f: _POS for f in ("max_contraction", "max_stationary_free", "max_moving_free",

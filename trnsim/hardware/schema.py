@@ -22,6 +22,8 @@ class OnChipMemory:
     legacy_overflow: str = "fail"
     # how automatically allocated tiles get physical bytes for timing (nki/core/placement.py)
     placement: str = "private"
+    # copies of a tile allocated in a loop body the compiler keeps live (nki/core/spill.py)
+    loop_buffers: int = 1
 
     @property
     def total_bytes(self) -> int:

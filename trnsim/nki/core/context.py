@@ -17,7 +17,8 @@ from ...options import Options
 from ...source import SourceLoc, describe, user_loc
 from . import dtypes as dt
 from .conventions import Conventions, spills_sbuf
-from .memory import Accountant, ManualMemory
+from .memory import Accountant, ManualMemory, _region_ids
+from .spill import needs_spill_plan
 from .storage import Storage
 from ...ir.engines import ENGINES
 from ...ir.trace import Instruction, Region, Trace
@@ -238,25 +239,22 @@ class KernelContext:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
             self._insert_spills()
-        self.sbuf.place(self.trace)  # physical bytes of automatic tiles for timing (placement.py)
+        elif self.spill_sbuf and self.sbuf.intervals and \
+                (cause := needs_spill_plan(self.sbuf, self.trace)):   # held copies, fragmentation
+            meta["sbuf_spill_cause"] = cause
+            self._insert_spills()
+        else:
+            self.sbuf.place(self.trace)  # physical bytes of automatic tiles for timing (placement.py)
 
     def _insert_spills(self) -> None:
-        from .spill import plan_spills, spill_instructions
+        from .spill import insert_spills
         acc = self.sbuf
         ins_list = self.trace.instructions
         if ins_list.blocks:
             # synthesized iterations hold tiles the accountant never saw: trace them all
             from .fastforward import Rerun
             raise Rerun()
-        plan = plan_spills(acc.intervals, acc.accesses or {}, acc.capacity, acc.manual_end)
-        tiles = {sid: (iv[3], acc.parts.get(sid, 1), iv[2], iv[4]) for sid, iv in
-                 acc.intervals.items()}
-        moves = spill_instructions(plan, tiles, self.core_id)
-        ins_list.insert_many(moves)
-        meta = self.trace.meta
-        meta["sbuf_spill_dmas"] = meta.get("sbuf_spill_dmas", 0) + len(moves)
-        meta["sbuf_spill_traffic_bytes"] = meta.get("sbuf_spill_traffic_bytes", 0) + sum(
-            ins.reads[0].elements for _, ins in moves)
+        insert_spills(acc, self.trace, self.core_id, self.spec, _region_ids)
 
     # -- uninitialized values -----------------------------------------------------------------
     def note_uninit_read(self, t, what: str) -> None:

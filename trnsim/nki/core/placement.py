@@ -95,6 +95,21 @@ class _FreeList:
             self.ranges.remove(last)
         return start
 
+    def take_at(self, lo: int, size: int) -> None:
+        """Carve exactly [lo, lo + size) out of the free ranges (the caller knows it is free,
+        possibly spread over several address-adjacent ranges): the spill planner's chosen window."""
+        hi = lo + size
+        keep: List[List[int]] = []
+        for r in self.ranges:
+            if r[1] <= lo or hi <= r[0]:
+                keep.append(r)
+                continue
+            if r[0] < lo:
+                keep.append([r[0], lo, r[2]])
+            if hi < r[1]:
+                keep.append([hi, r[1], r[2]])
+        self.ranges = keep
+
     def release(self, lo: int, hi: int, when: int) -> None:
         """Return bytes [lo, hi) released at position ``when`` (a neighbour released at the same
         position grows instead of a new range)."""

@@ -1,37 +1,84 @@
-"""SBUF spills of the new NKI API: when automatically allocated tiles do not fit, the compiler
-stores some to HBM and reloads them before their next use (hardware.md: "When SBUF overflows, the
-compiler inserts spill/reload DMAs to HBM (extra traffic)").
+"""SBUF spills: when automatically allocated tiles do not fit, the compiler stores some to HBM and
+reloads them before their next use (hardware.md: "When SBUF overflows, the compiler inserts
+spill/reload DMAs to HBM (extra traffic)"; the fused Mamba tutorial profiles them as
+qSyncSpillReload / qVectorSpillReload queues, with SBUF fragmented well below full).
 
-The compiler's choice of victims is not documented.  trnsim evicts, at each point where a tile
-needs room, the resident tiles whose next use is farthest away (Belady's rule: the fewest
-reloads), storing a victim only if it was written since it was last loaded.  The result is a lower
-bound on the spill traffic; the DMAs are inserted into the trace (``attrs`` ``spill``) so the timing
-model queues them like any other transfer.  What the model leaves out: the tile that needed the room
-does not wait for the victim's store to finish (regions of different tiles never conflict).
+The compiler's allocator and choice of victims are not documented.  trnsim cuts each tile at the
+byte bounds its instructions touch (``split_pieces``: an instruction reading a 2 KiB slice of a
+128 KiB row needs only that piece back) and walks the pieces' accesses in program order over one
+partition's byte addresses (a new tile takes one contiguous block; a reloaded piece any run):
+
+- a tile takes free bytes as the placement policy's free list gives them (placement.py: least
+  recently released first; never-used bytes oldest);
+- when no contiguous free run holds it (too much live, or fragmentation), it takes the window of
+  ``bytes`` bytes whose resident tiles are cheapest to evict (``victim_cost``): each victim costs
+  its DMAs (stored if written since its last load, and reloaded), each its bytes plus the DMA's
+  fixed cost in bytes (derived from ``[vN.timing.dma]``), divided by how far away its next use is
+  (Belady's farthest-next-use rule, weighted by size, so a 2 KiB request evicts 2 KiB, not a
+  128 KiB tile), and weighted up when it was used just before (1 + 1 / instructions since: its
+  store, and so the requester, waits for that use).  Tiles used by the same instruction are never
+  victims; with ``[vN.sbuf] loop_buffers`` > 1 a tile stays resident past its last use until the
+  tile its source line allocates that many times later is done (as if iterations overlapped),
+  and such a held copy gives way (no DMA: its values are dead) only when nothing else can;
+- a victim's store goes right after its last use before the eviction, and also writes the bytes
+  of the requesting tile it hands over (a token region), so the requester's first access of those
+  bytes waits for the store: the semaphore wait the tutorial's profile shows; a reload reads the
+  HBM scratch its store wrote, so it waits for that store.
+
+The DMAs are inserted into the trace (``attrs`` ``spill``) and timed like any other transfer.
+Under ``placement = "reuse_lru"`` the addresses of tiles never evicted become the physical map of
+the timing model (so a tile that takes released bytes waits for their last reader); evicted tiles
+keep private storage (a reloaded copy may land elsewhere), their waits are the token regions.
+A tile no eviction can make room for (one instruction's tiles exceed the partition) stays resident
+without an address, counted in ``unresolved``.  Not modelled: a clean victim (no store) hands
+over its bytes without a wait on its last reader.  Adjacent pieces of a tile moved at one
+position go as one DMA.
 """
 from __future__ import annotations
 
 import bisect
 import heapq
-from typing import Dict, List, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...ir.trace import Instruction, Region, reserve_synthetic_ids
+from .placement import _FreeList
+
+_NEVER = 1 << 62   # the next use of a tile that has none
+
+
+class Move(NamedTuple):
+    """One spill DMA: inserted before position ``pos``; ``token``: (requesting tile, byte lo, byte
+    hi) of the bytes a store hands over (None for loads)."""
+    pos: int
+    kind: str      # 'store' | 'load'
+    tile: int
+    token: Optional[Tuple[int, int, int]] = None
 
 
 class Plan:
-    """Spill stores and reloads, as (insert before position, 'store' | 'load', tile id)."""
+    """Spill stores and reloads in trace order, their traffic, and where tiles were placed."""
 
     def __init__(self):
-        self.moves: List[Tuple[int, str, int]] = []
+        self.moves: List[Move] = []
         self.bytes_per_partition = 0
         self.unresolved = 0   # bytes per partition over capacity that no eviction could free
+        self.offsets: Dict[int, int] = {}   # tile -> byte offset, for tiles never evicted
+        self.evicted: set = set()
 
 
 def plan_spills(intervals: Dict[int, list], accesses: Dict[int, list], capacity: int,
-                reserved: int) -> Plan:
+                reserved: int, overhead: float = 0.0, hold: Optional[Dict[int, int]] = None,
+                blocks: Optional[Dict[int, List[int]]] = None) -> Plan:
     """``intervals``: tile -> [first, last, bytes per partition, ...]; ``accesses``: tile ->
-    sorted (position, is_write) of every instruction touching it."""
+    sorted (position, is_write) of every instruction touching it.  Bytes [0, ``reserved``) are
+    manual placements; automatic tiles live in [reserved, capacity).  ``overhead``: a spill
+    DMA's fixed cost in bytes per partition (``dma_overhead_bytes``); ``hold``: tile -> the
+    position its bytes stay taken until, past its last use (``held_until``), never a victim;
+    ``blocks``: first piece -> the pieces of one tile (``split_pieces``), allocated side by side
+    when the tile is made (a reload may put a piece anywhere)."""
     plan = Plan()
+    hold = hold or {}
+    blocks = blocks or {}
     times: Dict[int, List[int]] = {}
     writes: Dict[int, List[int]] = {}
     events: List[Tuple[int, int]] = []
@@ -40,92 +87,361 @@ def plan_spills(intervals: Dict[int, list], accesses: Dict[int, list], capacity:
         t = sorted({iv[0]} | {p for p, _ in acc})
         times[sid] = t
         writes[sid] = sorted(p for p, w in acc if w)
-        for p in t:
-            events.append((p, sid))
+        events.extend((p, sid) for p in t)
     events.sort()
-    resident: Dict[int, int] = {}
+    st = _State(reserved, capacity)
     spilled: set = set()
     dirty: Dict[int, bool] = {}
-    ends: List[Tuple[int, int]] = []  # heap of (last use, tile) of resident tiles
-    used = reserved
-    i = 0
-    n = len(events)
+    ends: List[Tuple[int, int]] = []   # heap of (last use, tile) of resident tiles
+    i, n = 0, len(events)
     while i < n:
         p = events[i][0]
         group = []
         while i < n and events[i][0] == p:
             group.append(events[i][1])
             i += 1
-        while ends and ends[0][0] < p:  # tiles whose last use is behind us leave SBUF
+        while ends and ends[0][0] < p:   # tiles whose last use is behind us leave SBUF
             _, sid = heapq.heappop(ends)
-            if sid in resident:
-                used -= resident.pop(sid)
+            if sid in st.where:
+                st.release(sid, p)
+            st.over.discard(sid)
         here = set(group)
         for sid in group:
-            if sid in resident:
+            if sid in st.where or sid in st.over:
                 continue
+            units = blocks.get(sid, ()) if sid not in st.first else ()
+            if units:   # a new tile: all its pieces in one contiguous block
+                if _place(st, units, p, here, times, dirty, intervals, plan, spilled, overhead):
+                    for u in units:
+                        heapq.heappush(ends, (max(intervals[u][1], hold.get(u, -1)), u))
+                    continue
             need = intervals[sid][2]
             if sid in spilled:
-                plan.moves.append((p, "load", sid))
+                plan.moves.append(Move(p, "load", sid))
                 plan.bytes_per_partition += need
                 spilled.discard(sid)
                 dirty[sid] = False
             else:
-                dirty[sid] = True  # a new tile holds values only SBUF has once it is written
-            while used + need > capacity:
-                victim = _farthest(resident, here, times, p)
-                if victim is None:
-                    plan.unresolved = max(plan.unresolved, used + need - capacity)
-                    break
-                used -= resident.pop(victim)
-                t = times[victim]
-                prev = t[bisect.bisect_left(t, p) - 1]  # its last use before p
-                if dirty.get(victim, True):
-                    plan.moves.append((prev + 1, "store", victim))
-                    plan.bytes_per_partition += intervals[victim][2]
-                spilled.add(victim)
-            resident[sid] = need
-            used += need
-            heapq.heappush(ends, (intervals[sid][1], sid))
+                dirty[sid] = True   # a new tile holds values only SBUF has once it is written
+            at = st.free.take(need)
+            if at is None:
+                at = _evict(st, sid, need, p, here, times, dirty, intervals, plan, spilled,
+                            overhead)
+            if at is None:   # no window without a tile this instruction uses: over capacity
+                # it stays resident without an address (as over-full SBUF would hold it) rather
+                # than be fetched again at each access
+                plan.unresolved = max(plan.unresolved, need)
+                st.over.add(sid)
+            else:
+                st.where[sid] = (at, at + need)
+                st.first.setdefault(sid, at)
+            heapq.heappush(ends, (max(intervals[sid][1], hold.get(sid, -1)), sid))
         for sid in group:
-            if sid in resident and _written_at(writes[sid], p):
+            if (sid in st.where or sid in st.over) and _at(writes[sid], p):
                 dirty[sid] = True
-    plan.moves.sort(key=lambda m: (m[0], 0 if m[1] == "store" else 1))
+    plan.moves.sort(key=lambda m: (m.pos, 0 if m.kind == "store" else 1))
+    plan.offsets = {sid: lo for sid, lo in st.first.items() if sid not in plan.evicted}
     return plan
 
 
-def _farthest(resident: Dict[int, int], here: set, times: Dict[int, List[int]], p: int):
-    best, best_next = None, -1
-    for sid in resident:
-        if sid in here:
+def _place(st: "_State", units: List[int], p: int, here: set, times, dirty, intervals,
+           plan: Plan, spilled: set, overhead: float) -> bool:
+    """Give the pieces ``units`` of a new tile one contiguous block (evicting if needed); False
+    when none can be made (the pieces then go one by one)."""
+    need = sum(intervals[u][2] for u in units)
+    at = st.free.take(need)
+    if at is None:
+        at = _evict(st, units[0], need, p, here, times, dirty, intervals, plan, spilled, overhead)
+    if at is None:
+        return False
+    for u in units:
+        b = intervals[u][2]
+        st.where[u] = (at, at + b)
+        st.first.setdefault(u, at)
+        dirty[u] = True
+        at += b
+    return True
+
+
+class _State:
+    """Resident tiles' addresses and the free list of one partition."""
+
+    def __init__(self, reserved: int, capacity: int):
+        self.free = _FreeList(reserved, capacity)
+        self.where: Dict[int, Tuple[int, int]] = {}   # resident tile -> [lo, hi)
+        self.over: set = set()   # resident tiles no eviction could make room for (unresolved)
+        self.first: Dict[int, int] = {}               # tile -> its first address
+        self.lo, self.hi = reserved, capacity
+
+    def release(self, sid: int, when: int) -> None:
+        lo, hi = self.where.pop(sid)
+        self.free.release(lo, hi, when)
+
+    def segments(self) -> List[Tuple[int, int, Optional[int]]]:
+        """[lo, hi, resident tile or None] covering the partition, in address order."""
+        segs = [(lo, hi, sid) for sid, (lo, hi) in self.where.items()]
+        segs += [(r[0], r[1], None) for r in self.free.ranges]
+        segs.sort()
+        return segs
+
+
+def _evict(st: _State, sid: int, need: int, p: int, here: set, times, dirty, intervals,
+           plan: Plan, spilled: set, overhead: float) -> Optional[int]:
+    """Choose the cheapest window of ``need`` bytes, evict its residents, give it to ``sid``."""
+    segs = st.segments()
+    starts = [s[0] for s in segs]
+    cost_of: Dict[int, float] = {}
+
+    def cost(v: int) -> float:
+        c = cost_of.get(v)
+        if c is None:
+            t = times[v]
+            j = bisect.bisect_right(t, p)
+            nxt = t[j] if j < len(t) else _NEVER
+            c = cost_of[v] = victim_cost(intervals[v][2], dirty.get(v, True), nxt - p, overhead,
+                                         p - t[j - 1])
+        return c
+
+    best = None
+    # candidate windows start at a segment's start or end at a segment's end: a cheapest window
+    # can always slide to one of these without taking in another victim
+    cands = sorted({s[0] for s in segs} | {s[1] - need for s in segs})
+    # held copies (past their last use, loop_buffers) give way only when nothing else can: their
+    # values are dead, so dropping one moves no data but ends the overlap it stood for
+    for give_way in (False, True):
+        for lo in cands:
+            hi = lo + need
+            if lo < st.lo or hi > st.hi:
+                continue
+            k = max(0, bisect.bisect_right(starts, lo) - 1)
+            victims, total, ok = [], 0.0, True
+            while k < len(segs) and segs[k][0] < hi:
+                v = segs[k][2]
+                if v is not None and segs[k][1] > lo:
+                    if v in here or (intervals[v][1] < p and not give_way):
+                        ok = False
+                        break
+                    victims.append(v)
+                    total += 0.0 if intervals[v][1] < p else cost(v)
+                k += 1
+            if ok and (best is None or total < best[0]):
+                best = (total, lo, victims)
+        if best is not None:
+            break
+    if best is None:
+        return None
+    _, lo, victims = best
+    for v in victims:
+        vlo, vhi = st.where[v]
+        st.release(v, p)
+        if intervals[v][1] < p:   # a held copy: dead values, nothing to store or reload
             continue
-        t = times[sid]
-        j = bisect.bisect_right(t, p)
-        nxt = t[j] if j < len(t) else 1 << 62
-        if nxt > best_next:
-            best, best_next = sid, nxt
-    return best
+        plan.evicted.add(v)
+        spilled.add(v)
+        if dirty.get(v, True):
+            t = times[v]
+            prev = t[bisect.bisect_left(t, p) - 1]   # its last use before p
+            token = (sid, max(vlo, lo) - lo, min(vhi, lo + need) - lo)
+            plan.moves.append(Move(prev + 1, "store", v, token))
+            plan.bytes_per_partition += intervals[v][2]
+    st.free.take_at(lo, need)
+    return lo
 
 
-def _written_at(w: List[int], p: int) -> bool:
+def victim_cost(nbytes: int, dirty: bool, distance: int, overhead: float = 0.0,
+                since: int = 1 << 62) -> float:
+    """What evicting a tile costs: its DMAs (a store if it was written since its last load,
+    then the reload), each worth its bytes per partition plus ``overhead`` (a DMA's fixed cost in
+    bytes), per instruction of ``distance`` to its next use; times 1 + 1/``since`` (instructions
+    since its last use), because its store waits for that use and the requester for the store."""
+    return (2 if dirty else 1) * (nbytes + overhead) / distance * (1 + 1 / since)
+
+
+def _at(w: List[int], p: int) -> bool:
     j = bisect.bisect_left(w, p)
     return j < len(w) and w[j] == p
 
 
-def spill_instructions(plan: Plan, tiles: Dict[int, Tuple[str, int, int, object]], core: int
+def spill_instructions(plan: Plan, tiles: Dict[int, Tuple[str, int, int, object]], core: int,
+                       spans: Optional[Dict[int, Tuple[int, int, int]]] = None
                        ) -> List[Tuple[int, Instruction]]:
-    """The DMA instructions of a plan: ``tiles``: id -> (name, partitions, bytes per partition,
-    source location).  Each spilled tile gets its own HBM scratch (a synthetic allocation)."""
+    """The DMA instructions of a plan: ``tiles``: tile id -> (name, partitions, bytes per
+    partition, source location); ``spans``: plan unit -> (tile, byte lo, byte hi) where the plan
+    moves pieces of tiles (``split_pieces``), else units are whole tiles.  Each spilled tile gets
+    its own HBM scratch (a synthetic allocation); a store's second write is the token region of
+    the tile it hands its bytes to (no extra cost: DMA cost is taken from the first read and
+    write)."""
+    def span(u):
+        return spans[u] if spans is not None else (u, 0, tiles[u][2])
+
+    # adjacent pieces of one tile moved at one position go as one DMA
+    groups: List[list] = []
+    for mv in sorted(plan.moves, key=lambda m: (m.pos, m.kind != "store", span(m.tile))):
+        sid, b0, b1 = span(mv.tile)
+        g = groups[-1] if groups else None
+        if g is not None and g[:3] == [mv.pos, mv.kind, sid] and g[4] == b0:
+            g[4] = b1
+            g[5].append(mv.token)
+        else:
+            groups.append([mv.pos, mv.kind, sid, b0, b1, [mv.token]])
     scratch: Dict[int, int] = {}
     out = []
-    for pos, kind, sid in plan.moves:
-        name, parts, row, loc = tiles[sid]
+    for pos, kind, sid, b0, b1, tokens in groups:
+        name, parts, _, loc = tiles[sid]
         if sid not in scratch:
             scratch[sid] = -reserve_synthetic_ids(1)
-        sb = Region("sbuf", sid, name, 0, parts, 0, row, parts * row, "uint8", row)
-        hb = Region("hbm", scratch[sid], f"{name}.spill", 0, 1, 0, parts * row, parts * row,
-                    "uint8", parts * row)
-        reads, writes = ((sb,), (hb,)) if kind == "store" else ((hb,), (sb,))
-        out.append((pos, Instruction(0, "dma", "dma_copy", reads, writes, parts, row, "uint8",
+        w = b1 - b0
+        sb = Region("sbuf", sid, name, 0, parts, b0, b1, parts * w, "uint8", w)
+        hb = Region("hbm", scratch[sid], f"{name}.spill", 0, 1, parts * b0, parts * b1, parts * w,
+                    "uint8", parts * w)
+        if kind == "store":
+            reads, writes = (sb,), (hb,)
+            for tok in tokens:
+                if tok is not None and tok[2] > tok[1]:
+                    rq, r0, _ = span(tok[0])
+                    rname, rparts, _, _ = tiles[rq]
+                    lo, hi = r0 + tok[1], r0 + tok[2]
+                    writes += (Region("sbuf", rq, rname, 0, rparts, lo, hi, rparts * (hi - lo),
+                                      "uint8", hi - lo),)
+        else:
+            reads, writes = (hb,), (sb,)
+        out.append((pos, Instruction(0, "dma", "dma_copy", reads, writes, parts, w, "uint8",
                                      "uint8", (("spill", kind),), loc, core)))
     return out
+
+
+def split_pieces(intervals: Dict[int, list], ranges: Dict[int, list]):
+    """Cut each tile at the byte bounds its instructions touch, so a spill moves only the piece an
+    instruction needs (not a whole 128 KiB row for a 2 KiB slice).  ``ranges``: tile -> [(position,
+    is_write, byte lo, byte hi)].  Returns (intervals, accesses, spans) over piece ids: every piece
+    is allocated with its tile and lives to its own last access; spans: piece -> (tile, lo, hi)."""
+    p_iv: Dict[int, list] = {}
+    p_acc: Dict[int, list] = {}
+    spans: Dict[int, Tuple[int, int, int]] = {}
+    for sid, iv in intervals.items():
+        row = iv[2]
+        # only accesses inside the accountant's live range count (a legacy result is counted
+        # from the instruction after the one that makes it, memory.py)
+        acc = sorted(a for a in ranges.get(sid, ()) if iv[0] <= a[0] <= iv[1])
+        cuts = sorted({0, row} | {min(max(b, 0), row) for _, _, lo, hi in acc for b in (lo, hi)})
+        base = len(spans)
+        for k in range(len(cuts) - 1):
+            spans[base + k] = (sid, cuts[k], cuts[k + 1])
+            p_iv[base + k] = [iv[0], iv[0], cuts[k + 1] - cuts[k], iv[3], iv[4]]
+            p_acc[base + k] = []
+        for pos, write, lo, hi in acc:
+            k0 = bisect.bisect_right(cuts, max(lo, 0)) - 1
+            for k in range(k0, len(cuts) - 1):
+                if cuts[k] >= min(hi, row):
+                    break
+                p_acc[base + k].append((pos, write))
+                p_iv[base + k][1] = max(p_iv[base + k][1], pos)
+    return p_iv, p_acc, spans
+
+
+def _tile_ranges(trace, intervals: Dict[int, list]) -> Dict[int, list]:
+    """Tile -> [(position, is_write, byte lo, byte hi)] of every SBUF region of its instructions."""
+    out: Dict[int, list] = {}
+    lo = min(iv[0] for iv in intervals.values())
+    ins_list = trace.instructions
+    for ins in ins_list.iter_range(lo, len(ins_list)):
+        for regs, write in ((ins.reads, False), (ins.writes, True)):
+            for r in regs:
+                if r.memory == "sbuf" and r.tensor in intervals:
+                    out.setdefault(r.tensor, []).append((ins.index, write, r.start, r.stop))
+    return out
+
+
+def held_until(intervals: Dict[int, list], depth: int) -> Dict[int, int]:
+    """Tile -> the position its bytes stay taken until with ``depth`` copies per allocation site
+    (``[vN.sbuf] loop_buffers``): the last use of the tile its source line allocates ``depth - 1``
+    times later (as if that many loop iterations overlapped); only tiles it extends are listed."""
+    if depth <= 1:
+        return {}
+    sites: Dict[tuple, List[Tuple[int, int]]] = {}
+    for sid, iv in intervals.items():
+        if iv[4] is not None:
+            sites.setdefault((iv[4].file, iv[4].line), []).append((iv[0], sid))
+    out: Dict[int, int] = {}
+    for lst in sites.values():
+        lst.sort()
+        lasts = [intervals[sid][1] for _, sid in lst]
+        for k, (_, sid) in enumerate(lst):
+            h = max(lasts[k:k + depth])
+            if h > lasts[k]:
+                out[sid] = h
+    return out
+
+
+def needs_spill_plan(acc, trace) -> Optional[str]:
+    """Why accountant ``acc``'s tiles need spills although their single-copy live bytes fit:
+    'loop_buffers' (the held copies overflow), 'fragmentation' (under reuse_lru, a tile finds no
+    contiguous free run), or None.  Fast-forwarded traces are traced again (Rerun) when
+    loop_buffers > 1, since synthesized tiles carry no allocation site."""
+    from .placement import place_lru, synthesized_ranges
+    from .liveness import sweep_peak
+    spec = acc.spec
+    ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in acc.intervals.items()]
+    if spec.loop_buffers > 1:
+        if trace.instructions.blocks:
+            from .fastforward import Rerun
+            raise Rerun()
+        hold = held_until(acc.intervals, spec.loop_buffers)
+        held = [(f, max(last, hold.get(sid, last)), b, sid) for f, last, b, sid in ranges]
+        if sweep_peak(held, acc.manual_end)[0] > acc.capacity:
+            return "loop_buffers"
+        ranges = held
+    if spec.placement != "reuse_lru":
+        return None
+    if trace.instructions.blocks:
+        ranges += [(*iv, sid) for sid, iv in
+                   synthesized_ranges(trace.instructions, acc.intervals).items()]
+    return "fragmentation" if len(place_lru(ranges, acc.capacity, acc.manual_end)) < len(ranges) \
+        else None
+
+
+def dma_overhead_bytes(dma) -> float:
+    """The bytes per partition a DMA moves in the time of its fixed cost (``dma``: a core's
+    DmaTiming): fixed latency x one engine's rate / the partitions each engine serves."""
+    return dma.fixed_latency_ns * dma.engine_bytes_per_ns / dma.partitions_per_engine
+
+
+def insert_spills(acc, trace, core: int, spec, region_ids) -> Plan:
+    """Plan the spills of accountant ``acc``'s tiles (``spec``: the CoreSpec), by pieces
+    (``split_pieces``), insert their DMAs into ``trace`` and record the traffic (and, under
+    ``reuse_lru``, the addresses of tiles no piece of which was evicted) in its meta."""
+    placement = spec.sbuf.placement
+    p_iv, p_acc, spans = split_pieces(acc.intervals, _tile_ranges(trace, acc.intervals))
+    blocks: Dict[int, List[int]] = {}
+    for u, (sid, _, _) in spans.items():   # piece ids of a tile are consecutive, in byte order
+        blocks.setdefault(sid, []).append(u)
+    hold = held_until(acc.intervals, spec.sbuf.loop_buffers)
+    p_hold = {u: hold[sid] for u, (sid, _, _) in spans.items() if sid in hold}
+    plan = plan_spills(p_iv, p_acc, acc.capacity, acc.manual_end,
+                       dma_overhead_bytes(spec.timing.dma), p_hold,
+                       {us[0]: us for us in blocks.values() if len(us) > 1})
+    tiles = {sid: (iv[3], acc.parts.get(sid, 1), iv[2], iv[4]) for sid, iv in acc.intervals.items()}
+    moves = spill_instructions(plan, tiles, core, spans)
+    trace.instructions.insert_many(moves)
+    meta = trace.meta
+    meta["sbuf_spill_dmas"] = meta.get("sbuf_spill_dmas", 0) + len(moves)
+    meta["sbuf_spill_traffic_bytes"] = meta.get("sbuf_spill_traffic_bytes", 0) + sum(
+        ins.reads[0].elements for _, ins in moves)
+    if placement == "reuse_lru":
+        _record_placement(plan, spans, meta, next(region_ids))
+    return plan
+
+
+def _record_placement(plan: Plan, spans, meta, phys: int) -> None:
+    """A tile's address for the timing model where all its pieces stayed put, side by side."""
+    base: Dict[int, int] = {}
+    bad: set = set()
+    for u, (sid, lo, _) in spans.items():
+        at = plan.offsets.get(u)
+        if at is None or base.setdefault(sid, at - lo) != at - lo:
+            bad.add(sid)
+    flat = meta.setdefault("sbuf_placement", [])
+    for sid, b in base.items():
+        if sid not in bad:
+            flat += (sid, phys, b)
+    meta["sbuf_placement_policy"] = "reuse_lru"
