@@ -38,6 +38,7 @@ def test_new_api_sbuf_overflow_warns_with_the_excess():
     assert f"{peak} B per partition" in msg and f"{peak - cap} B per partition" in msg
     assert r.traces[0].meta["sbuf_spill_bytes_per_partition"] == peak - cap
     assert r.traces[0].meta["sbuf_peak_bytes_per_partition"] == peak
+    assert r.traces[0].meta["sbuf_spill_cause"] == "overflow"
 
 
 def test_new_api_within_capacity_does_not_warn():

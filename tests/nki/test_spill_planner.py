@@ -152,6 +152,45 @@ def test_a_held_copy_gives_way_when_nothing_else_can():
     assert plan.moves == [] and plan.unresolved == 0 and plan.offsets[3] == 0
 
 
+_LB2_KERNEL = '''
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def held(x, w1, w2):
+    out = nl.ndarray((3, 128, 12288), dtype=x.dtype, buffer=nl.shared_hbm)
+    l1 = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=l1, src=w1)
+    l2 = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=l2, src=w2)
+    for i in range(3):
+        t = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[i])
+        u = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=u, data1=t, data2=l1, op=nl.multiply)
+        nisa.dma_copy(dst=out[i], src=u)
+    r = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=r, data1=l1, data2=l2, op=nl.add)
+    nisa.dma_copy(dst=out[0], src=r)
+    return out
+'''
+
+
+def _held_module(tmp_path):
+    """The module of _LB2_KERNEL, written to ``tmp_path`` (the CLI test runs the same file)."""
+    import importlib.util
+    import trnsim.compat
+    trnsim.compat.install()
+    k = tmp_path / "held.py"
+    k.write_text(_LB2_KERNEL)
+    spec = importlib.util.spec_from_file_location("held_kernel", k)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_loop_buffers_from_the_hardware_file_spill_the_long_lived_tile(tmp_path):
     """New API, trn2 (224 KiB): l1, l2 (48 KiB) loaded at 0, 1; three iterations load t (48 KiB)
     and make u = t * l1 (48 KiB); l1 + l2 at the end.  Single-copy peak 4 x 48 = 192 KiB: no
@@ -159,27 +198,7 @@ def test_loop_buffers_from_the_hardware_file_spill_the_long_lived_tile(tmp_path)
     with t0, u0 held and l1 next used at 6 -> l2 (next used at 11) is stored right after its
     load and reloaded before the final add; later the held copies give way (no DMA)."""
     from trnsim.options import Options
-    import trnsim.frontends.nki as nki
-    nl, nisa = nki.language, nki.isa
-
-    @nki.jit
-    def kernel(x, w1, w2):
-        out = nl.ndarray((3, 128, 12288), dtype=x.dtype, buffer=nl.shared_hbm)
-        l1 = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=l1, src=w1)
-        l2 = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=l2, src=w2)
-        for i in range(3):
-            t = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=x[i])
-            u = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=u, data1=t, data2=l1, op=nl.multiply)
-            nisa.dma_copy(dst=out[i], src=u)
-        r = nl.ndarray((128, 12288), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=r, data1=l1, data2=l2, op=nl.add)
-        nisa.dma_copy(dst=out[0], src=r)
-        return out
-
+    kernel = _held_module(tmp_path).held
     x = np.ones((3, 128, 12288), np.float32)
     w = np.ones((128, 12288), np.float32)
     tr = kernel.run(x, w, w, options=Options(target="trn2", timing_only=True)).traces[0]
@@ -241,3 +260,51 @@ def test_only_the_piece_needed_later_moves():
     assert (hb.memory, hb.start, hb.stop) == ("hbm", 128 * 2000, 128 * 4000)
     assert (tok.tensor, tok.start, tok.stop) == (12, 2000, 4000)
     assert (pos2, ld.reads[0], ld.writes[0]) == (8, hb, sb)
+
+
+def _cli(args):
+    """(exit code, stdout) of ``trnsim`` run in-process."""
+    import io
+    from contextlib import redirect_stdout
+    from trnsim.cli.main import main
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(args)
+    return code, buf.getvalue()
+
+
+def test_spills_without_overflow_are_in_the_summary_and_the_cli(tmp_path):
+    """The held-copy spills above (one store and one reload of l2, 48 KiB per partition each)
+    reach the estimate summary and the kernel table, not only the trace meta: 2 DMAs,
+    2 x 128 x 49152 B = 12 MiB, cause loop_buffers; none under the default hardware."""
+    import json
+    from trnsim.options import Options
+    from trnsim.timing.estimate import estimate
+    mod = _held_module(tmp_path)
+    k = tmp_path / "held.py"
+    hw = tmp_path / "lb2.toml"
+    hw.write_text('[cores.v3.sbuf]\nloop_buffers = { value = 2, source = "choice: test" }\n')
+    x = np.ones((3, 128, 12288), np.float32)
+    w = np.ones((128, 12288), np.float32)
+    run = mod.held.run(x, w, w, options=Options(target="trn2", timing_only=True,
+                                                 hardware_file=str(hw)))
+    spill_dmas = [ins for ins in run.traces[0] if ins.attr("spill")]
+    s = estimate(run.traces, "trn2").summary()
+    assert s["sbuf_spill_dmas"] == len(spill_dmas) == 2
+    assert s["sbuf_spill_traffic_bytes"] == 2 * 128 * 49152
+    assert s["sbuf_spill_cause"] == "loop_buffers"
+    args = ["kernel", f"{k}::held", "--arg", "x=3x128x12288:float32", "--arg",
+            "w1=128x12288:float32", "--arg", "w2=128x12288:float32", "--timing-only",
+            "--target", "trn2"]
+    code, out = _cli(args + ["--hardware", str(hw), "--json"])
+    summ = json.loads(out)
+    summ = summ.get("summary", summ)
+    assert code == 0 and summ["sbuf_spill_dmas"] == 2 and summ["sbuf_spill_cause"] == "loop_buffers"
+    code, out = _cli(args + ["--hardware", str(hw)])
+    assert code == 0 and "2 DMAs, 12.0 MiB" in out and "(loop_buffers)" in out
+    code, out = _cli(args + ["--json"])
+    summ = json.loads(out)
+    summ = summ.get("summary", summ)
+    assert code == 0 and summ["sbuf_spill_dmas"] == 0 and summ["sbuf_spill_cause"] == ""
+    code, out = _cli(args)
+    assert code == 0 and "SBUF spills" not in out

@@ -191,8 +191,11 @@ def _print_summary(args, est, s, prof) -> None:
             *kv.speed_rows(prof["speed_of_light"]),
             ("PE throttled", f"{s['pe_throttled_us']} us"),
             ("SBUF peak per partition", f"{s['sbuf_peak_bytes_per_partition'] / 1024:.1f} KiB"
-             + (f" (spills {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB, timed as DMAs)"
+             + (f" (over capacity by {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB)"
                 if s["sbuf_spill_bytes_per_partition"] else "")),
+            *([("SBUF spills", f"{s['sbuf_spill_dmas']:,} DMAs, "
+                f"{s['sbuf_spill_traffic_bytes'] / 2**20:,.1f} MiB, timed as DMAs "
+                f"({s['sbuf_spill_cause']})")] if s["sbuf_spill_dmas"] else []),
             ("trnsim wall time", f"{est.sim_seconds:.2f} s")]
     con = console()
     con.print(table(f"{s['kernel']} on {s['target']}", ["figure", "value"], rows))

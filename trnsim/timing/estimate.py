@@ -116,6 +116,14 @@ class Estimate:
                 (c.trace.meta.get("sbuf_peak_bytes_per_partition", 0) for c in self.cores), default=0),
             "sbuf_spill_bytes_per_partition": max(
                 (c.trace.meta.get("sbuf_spill_bytes_per_partition", 0) for c in self.cores), default=0),
+            # the spill DMAs the compiler model inserted (nki/core/spill.py), over every core, and
+            # why: "overflow" (live bytes over capacity), "loop_buffers" (held copies),
+            # "fragmentation" (no contiguous run under reuse_lru); "" when nothing spilled
+            "sbuf_spill_dmas": sum(c.trace.meta.get("sbuf_spill_dmas", 0) for c in self.cores),
+            "sbuf_spill_traffic_bytes": sum(c.trace.meta.get("sbuf_spill_traffic_bytes", 0)
+                                            for c in self.cores),
+            "sbuf_spill_cause": ", ".join(sorted({c.trace.meta["sbuf_spill_cause"] for c in self.cores
+                                                  if c.trace.meta.get("sbuf_spill_cause")})),
             "bottleneck": self.verdict(engines),
             "sim_seconds": round(self.sim_seconds, 3),
         }
