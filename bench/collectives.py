@@ -171,9 +171,9 @@ def main(argv=None):
     if args.json:
         print(json.dumps(dict(calibration=cal, speed=sp, fast_path=fp, versus_placeholder=vs), indent=2))
         return 0
-    from rich.console import Console
+    from trnsim.cli.output import console
     from rich.table import Table
-    con = Console(highlight=False)
+    con = console()
     t = Table(title="32-rank all-gather on trn1.32xlarge: predicted vs published (nccom-test guide)",
               title_justify="left")
     for c in ("row", "size", "metric", "published", "predicted", "error", "algorithm"):

@@ -60,10 +60,10 @@ def main():
     t_numpy = t_sim = float("inf")
     runs_numpy, runs_sim = [], []
     from contextlib import nullcontext
-    from rich.console import Console
+    from trnsim.cli.output import console, error_console
     n = max(1, args.repeat)
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    status = nullcontext() if args.json else Console(stderr=True).status("")
+    status = nullcontext() if args.json else error_console().status("")
     with status:
         for r in range(n):
             if not args.json:
@@ -123,14 +123,14 @@ def main():
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    from rich.console import Console
+    from trnsim.cli.output import console, error_console
     from rich.table import Table
     t = Table(title=f"functional bf16 matmul [{M},{K}] x [{K},{N}]: trnsim vs numpy fp32")
     t.add_column("figure")
     t.add_column("value")
     for k, v in result.items():
         t.add_row(k, str(v))
-    Console().print(t)
+    console().print(t)
 
 
 if __name__ == "__main__":

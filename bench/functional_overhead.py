@@ -96,11 +96,11 @@ def main():
     if args.json:
         print(json.dumps(measure(), indent=2))
         return
-    from rich.console import Console
+    from trnsim.cli.output import console, error_console
     from rich.markup import escape
     from rich.table import Table
-    con = Console()
-    with Console(stderr=True).status("timing the hot statements"):
+    con = console()
+    with error_console().status("timing the hot statements"):
         res = measure()
     t = Table(title="functional core: microseconds per statement (best of 5 batches)")
     t.add_column("statement")

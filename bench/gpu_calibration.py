@@ -61,9 +61,9 @@ def main(argv=None):
         json.dump(out, sys.stdout, indent=2)
         print()
         return 0
-    from rich.console import Console
+    from trnsim.cli.output import console
     from rich.table import Table
-    con = Console(highlight=False, width=max(Console().width, 132))
+    con = console()
     t = Table(title="GPU calibration rows: predicted vs published (hand step formula / calibrated FLOP/s)")
     for c in ("row", "GPU", "model", "prec", "GPUs", "step s pub", "step s pred", "err", "tok/s/GPU pub",
               "tok/s/GPU pred"):

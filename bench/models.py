@@ -11,7 +11,7 @@ training estimates per collectives model (fabric closed forms built cold for eve
 import argparse
 import time
 
-from rich.console import Console
+from trnsim.cli.output import console
 from rich.table import Table
 
 from trnsim.model import estimate_inference, estimate_training
@@ -50,7 +50,7 @@ def main() -> None:
         from trnsim.model.opcost import SimulatedOpCosts
         sim = SimulatedOpCosts("trn1", timer=time_reference, lnc=1)   # every calibration row is trn1
         factory = lambda: sim  # noqa: E731
-    out = Console(highlight=False)
+    out = console()
     eff = None
     if args.uncalibrated:
         eff = dict(compute=1.0, memory=1.0, vector=1.0, comm=1.0, collective_overhead_s=0.0)

@@ -126,9 +126,9 @@ def run(targets, kernels=None, repeat=200, workers=1):
 
 
 def table(res):
-    from rich.console import Console
+    from trnsim.cli.output import console
     from rich.table import Table
-    con = Console()
+    con = console()
     t = Table(title="op-cost table: cold cache build and warm lookups (one generation each)")
     for c in ("target", "cold build s", "CPU s", "load avg", "simulations", "slowest (sim s)", "first lookups s",
               "new instance ms", "lookup us/op"):

@@ -168,9 +168,9 @@ def run(root, only=None, progress=None, windows=()):
 
 
 def table(res):
-    from rich.console import Console
+    from trnsim.cli.output import console, error_console
     from rich.table import Table
-    con = Console()
+    con = console()
     for name, rows in res.items():
         t = Table(title=f"{name} tutorial ({rows[0]['target']}, {rows[0]['size']}): predicted "
                         "latency per step (the tutorial calls every step faster)")
@@ -203,8 +203,8 @@ def main(argv=None):
                    "~/nki-samples); the tutorial kernels are not shipped with trnsim")
         root = None
     only = {s for s in args.only.split(",") if s}
-    from rich.console import Console
-    err = Console(stderr=True)
+    from trnsim.cli.output import console, error_console
+    err = error_console()
     if skipped:
         err.print(skipped)
     with err.status("timing the tutorial kernels") as status:

@@ -62,9 +62,9 @@ def main() -> int:
         print(json.dumps(dict(case=CASE, runs=[{k: v for k, v in r.items() if k != "result"} for r in runs],
                               same_ranking=same, ray_note=ray_note, result=best.to_dict()), indent=2))
         return 0
-    from rich.console import Console
+    from trnsim.cli.output import console
     from rich.table import Table
-    out = Console(highlight=False)
+    out = console()
     t = Table(title=f"Planner speed: {CASE['model']} on {CASE['count']} x {CASE['system']} (seq {CASE['seq']}, "
               f"global batch {CASE['global_batch']})", title_justify="left")
     for c in ("backend", "workers", "wall (s)", "enumerated", "configs/s", "memory-checked/s", "estimates/s"):

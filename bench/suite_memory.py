@@ -315,9 +315,9 @@ def main(argv=None) -> int:
         print(json.dumps({"error": {"rule": "bench-samples-path", "message": msg,
                                     "value": args.samples}}) if args.json else msg)
         return 2
-    from rich.console import Console
+    from trnsim.cli.output import console, error_console
     from rich.progress import Progress
-    err = Console(stderr=True)
+    err = error_console()
     with Progress(console=err, disable=args.json, transient=True) as bar:
         task = bar.add_task("collecting tests", total=None)
 

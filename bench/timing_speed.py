@@ -218,14 +218,14 @@ def main():
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    from rich.console import Console
+    from trnsim.cli.output import console
     from rich.table import Table
     t = Table(title="trnsim timing-model speed")
     t.add_column("figure")
     t.add_column("value")
     for k, v in out.items():
         t.add_row(k, f"{v:,}" if isinstance(v, (int, float)) else str(v))
-    Console().print(t)
+    console().print(t)
 
 
 if __name__ == "__main__":

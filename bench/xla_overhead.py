@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from rich.console import Console
+from trnsim.cli.output import console
 from rich.table import Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +63,7 @@ def main() -> None:
         t.add_column(c)
     for name, v in (("plain CPU torch", plain), ("trnsim exec --instance", rec)):
         t.add_row(name, f"{min(v):.3f}", f"{1e3 * min(v) / a.steps:.1f}", ", ".join(f"{x:.2f}" for x in v))
-    con = Console(highlight=False)
+    con = console()
     con.print(t)
     con.print(f"ratio {out['ratio']:.2f}x (target < {out['target']}x)")
 
