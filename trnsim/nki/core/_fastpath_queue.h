@@ -23,6 +23,7 @@
  * child (the fork handlers wait for it to be idle, so a child never holds a half-written c;
  * fastpath.py also drains before os.fork).
  */
+#if !defined(_WIN32) && !defined(TRNSIM_NO_THREADS)
 #include <pthread.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -202,6 +203,27 @@ static PyObject *py_gemm_queue_stats(PyObject *self, PyObject *noargs) {
     pthread_mutex_unlock(&q_mu);
     return r;
 }
+
+#else /* no POSIX threads (Windows, or built with -DTRNSIM_NO_THREADS): nothing is ever queued,
+       * every accumulation runs at once */
+
+static PyObject *py_gemm_submit(PyObject *self, PyObject *args) { return PyLong_FromLong(-1); }
+
+static PyObject *py_gemm_drain(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("KK", 0ULL, 0ULL);
+}
+
+static PyObject *py_gemm_queue_capacity(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n))
+        return NULL;
+    return PyLong_FromLong(0);
+}
+
+static PyObject *py_gemm_queue_stats(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("KKKi", 0ULL, 0ULL, 0ULL, 0);
+}
+#endif
 
 #define QUEUE_METHODS                                                                           \
     {"gemm_submit", py_gemm_submit, METH_VARARGS,                                              \
