@@ -123,7 +123,6 @@ def main():
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    from trnsim.cli.output import console, error_console
     from rich.table import Table
     t = Table(title=f"functional bf16 matmul [{M},{K}] x [{K},{N}]: trnsim vs numpy fp32")
     t.add_column("figure")

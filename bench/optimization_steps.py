@@ -168,7 +168,7 @@ def run(root, only=None, progress=None, windows=()):
 
 
 def table(res):
-    from trnsim.cli.output import console, error_console
+    from trnsim.cli.output import console
     from rich.table import Table
     con = console()
     for name, rows in res.items():
@@ -203,7 +203,7 @@ def main(argv=None):
                    "~/nki-samples); the tutorial kernels are not shipped with trnsim")
         root = None
     only = {s for s in args.only.split(",") if s}
-    from trnsim.cli.output import console, error_console
+    from trnsim.cli.output import error_console
     err = error_console()
     if skipped:
         err.print(skipped)

@@ -315,7 +315,7 @@ def main(argv=None) -> int:
         print(json.dumps({"error": {"rule": "bench-samples-path", "message": msg,
                                     "value": args.samples}}) if args.json else msg)
         return 2
-    from trnsim.cli.output import console, error_console
+    from trnsim.cli.output import error_console
     from rich.progress import Progress
     err = error_console()
     with Progress(console=err, disable=args.json, transient=True) as bar:

@@ -103,7 +103,7 @@ def run(size=(4096, 8192, 8192), progress=None):
 
 
 def table(out):
-    from trnsim.cli.output import console, error_console
+    from trnsim.cli.output import console
     from rich.table import Table
     con = console()
     t = Table(title="trn1 matmul ladder, [4096,8192] x [8192,8192] bf16: predicted vs published")
@@ -146,7 +146,7 @@ if __name__ == "__main__":
     ap.add_argument("--size", default="4096x8192x8192", help="MxKxN")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.size.split("x"))
-    from trnsim.cli.output import console, error_console
+    from trnsim.cli.output import error_console
     err = error_console()
     with err.status("timing the ladder kernels") as status:
         # a status line on stderr names the last finished kernel; stdout holds only the output

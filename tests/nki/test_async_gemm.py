@@ -288,7 +288,6 @@ def test_every_read_of_psum_after_a_chain_sees_the_reference_bits():
 
 @nki.jit
 def _fails_mid_chain(a, b):
-    out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
     sa = nl.load(a)
     sb = nl.load(b)
     acc = nl.zeros((128, 256), nl.float32, buffer=nl.psum)

@@ -17,8 +17,8 @@ from ...options import Options
 from ...source import SourceLoc, describe, user_loc
 from . import dtypes as dt
 from .conventions import Conventions, spills_sbuf
-from .memory import Accountant, ManualMemory, _region_ids
-from .spill import needs_spill_plan
+from .memory import Accountant, ManualMemory
+from .spill import insert_spills, needs_spill_plan
 from .storage import Storage
 from ...ir.engines import ENGINES
 from ...ir.trace import Instruction, Region, Trace
@@ -248,14 +248,11 @@ class KernelContext:
             self.sbuf.place(self.trace)  # physical bytes of automatic tiles for timing (placement.py)
 
     def _insert_spills(self) -> None:
-        from .spill import insert_spills
-        acc = self.sbuf
-        ins_list = self.trace.instructions
-        if ins_list.blocks:
+        if self.trace.instructions.blocks:
             # synthesized iterations hold tiles the accountant never saw: trace them all
             from .fastforward import Rerun
             raise Rerun()
-        insert_spills(acc, self.trace, self.core_id, self.spec, _region_ids)
+        insert_spills(self.sbuf, self.trace, self.core_id, self.spec)
 
     # -- uninitialized values -----------------------------------------------------------------
     def note_uninit_read(self, t, what: str) -> None:

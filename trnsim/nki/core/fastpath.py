@@ -10,8 +10,8 @@ instruction.
 ``gemm_submit`` queues the PSUM accumulation ``c += a.T @ b`` for the C worker thread
 (``_fastpath_queue.h``), so the BLAS call overlaps the interpreter's bookkeeping of the next
 instructions (one sgemm call per task, as ``gemm_acc`` makes it: numpy's BLAS sums a product
-split into blocks, or run on another thread count, in another order).  ``QUEUED`` says work is pending; every read of PSUM values other than the hot
-path's own calls ``drain()`` first (``NkiTensor.array``, ``read_f32``, the accumulation's other
+split into blocks, or run on another thread count, in another order).  ``QUEUED`` says work is
+pending; every read of PSUM values other than the hot path's own calls ``drain()`` first (``NkiTensor.array``, ``read_f32``, the accumulation's other
 branches, kernel end in harness.py, ``os.fork``, exit).  ``TRNSIM_ASYNC_GEMM=0`` (or
 ``set_async(False)``) keeps the synchronous ``gemm_acc``; ``=1`` forces the queue on; unset, it
 is on where a core is left beside numpy's BLAS threads (``_spare_core``).

@@ -155,7 +155,7 @@ class Accountant:
                        synthesized_ranges(trace.instructions, self.intervals).items()]
         got = place_lru(ranges, self.capacity, self.manual_end)
         # one physical buffer per kernel instance (as each instance's manual placements get one)
-        phys = next(_region_ids)
+        phys = new_region_id()
         flat = trace.meta.setdefault(f"{self.memory}_placement", [])
         for sid, base in got.items():
             flat += (sid, phys, base)
@@ -191,7 +191,7 @@ class ManualMemory:
         self.data[:] = 0xFF if fill == "nan" else 0  # 0xFFFF.. is a NaN in every float format
         self.init = np.zeros(n, dtype=np.uint8)
         self.owner = np.zeros(n, dtype=np.int32)  # allocation+block that last wrote each byte
-        self.region_id = next(_region_ids)
+        self.region_id = new_region_id()
         self.owners: Dict[Any, int] = {}
         self.owner_names: Dict[int, str] = {}
         self.wrote: set = set()  # owner ids (tensor or block) that have written since allocation
@@ -207,3 +207,8 @@ class ManualMemory:
 
 
 _region_ids = itertools.count(10 ** 9)
+
+
+def new_region_id() -> int:
+    """A fresh id for a physical buffer (manual memory, a placement map); above storage ids."""
+    return next(_region_ids)

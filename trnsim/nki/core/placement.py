@@ -39,7 +39,7 @@ def place_lru(ranges: Iterable[Tuple[int, int, int, int]], capacity: int,
     """Byte offset per tile id of (first, last, bytes, id) live ranges in a partition of
     ``capacity`` bytes above ``reserved``, reusing the least recently released bytes first."""
     events = range_events(ranges)   # at one position releases come before allocations
-    free = _FreeList(reserved, capacity)
+    free = FreeList(reserved, capacity)
     out: Dict[int, int] = {}
     for pos, alloc, nbytes, sid in events:
         if alloc:
@@ -51,7 +51,7 @@ def place_lru(ranges: Iterable[Tuple[int, int, int, int]], capacity: int,
     return out
 
 
-class _FreeList:
+class FreeList:
     """Free byte ranges [lo, hi, released at] of one partition, oldest release first (never-used
     bytes count as released at -1).  Releases come in program order, so appending keeps the order."""
 

@@ -41,7 +41,8 @@ import heapq
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...ir.trace import Instruction, Region, reserve_synthetic_ids
-from .placement import _FreeList
+from .memory import new_region_id
+from .placement import FreeList
 
 _NEVER = 1 << 62   # the next use of a tile that has none
 
@@ -167,7 +168,7 @@ class _State:
     """Resident tiles' addresses and the free list of one partition."""
 
     def __init__(self, reserved: int, capacity: int):
-        self.free = _FreeList(reserved, capacity)
+        self.free = FreeList(reserved, capacity)
         self.where: Dict[int, Tuple[int, int]] = {}   # resident tile -> [lo, hi)
         self.over: set = set()   # resident tiles no eviction could make room for (unresolved)
         self.first: Dict[int, int] = {}               # tile -> its first address
@@ -406,7 +407,7 @@ def dma_overhead_bytes(dma) -> float:
     return dma.fixed_latency_ns * dma.engine_bytes_per_ns / dma.partitions_per_engine
 
 
-def insert_spills(acc, trace, core: int, spec, region_ids) -> Plan:
+def insert_spills(acc, trace, core: int, spec) -> Plan:
     """Plan the spills of accountant ``acc``'s tiles (``spec``: the CoreSpec), by pieces
     (``split_pieces``), insert their DMAs into ``trace`` and record the traffic (and, under
     ``reuse_lru``, the addresses of tiles no piece of which was evicted) in its meta."""
@@ -428,7 +429,7 @@ def insert_spills(acc, trace, core: int, spec, region_ids) -> Plan:
     meta["sbuf_spill_traffic_bytes"] = meta.get("sbuf_spill_traffic_bytes", 0) + sum(
         ins.reads[0].elements for _, ins in moves)
     if placement == "reuse_lru":
-        _record_placement(plan, spans, meta, next(region_ids))
+        _record_placement(plan, spans, meta, new_region_id())
     return plan
 
 
