@@ -15,7 +15,7 @@
  *                                   (False) where c holds a NaN (see py_gemm_acc)
  *   gemm_submit / gemm_drain        the same call on a worker thread, in order (the queue:
  *                                   _fastpath_queue.h)
- * out must not overlap the inputs (a row with a NaN result is computed twice).
+ * out may be an input element for element (same address and strides), never overlap it otherwise.
  *
  * Rounding: round to nearest, ties to even; NaN becomes the quiet NaN 0x7fc0 with the input's
  * sign (what ml_dtypes does); overflow rounds to +-inf; subnormals are kept (no flush).
@@ -116,6 +116,12 @@ static inline float load(const char *p, int is_bf16) {
 
 #define NAN_BITS(u) (((u) & 0x7fffffffu) > 0x7f800000u)
 
+/* bf16_rne without its NaN branch, so the contiguous loops vectorize: a NaN result gets wrong
+ * bits here, and the loop's NaN flag makes the caller redo that row with bf16_rne */
+static inline uint16_t bf16_rne_nonan(uint32_t u) {
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 /* contiguous rows: returns nonzero when a result was NaN (its sign then comes from nan_pick, which
  * the caller applies on a second, careful pass over the row) */
 #define FAST(NAME, TA, LA, TB, LB)                                                              \
@@ -127,7 +133,7 @@ static inline float load(const char *p, int is_bf16) {
                 uint32_t u;                                                                    \
                 memcpy(&u, &r, 4);                                                             \
                 bad |= NAN_BITS(u);                                                            \
-                o[i] = bf16_rne(r);                                                            \
+                o[i] = bf16_rne_nonan(u);                                                      \
             }                                                                                  \
         } else if (opc == 1) {                                                                 \
             for (Py_ssize_t i = 0; i < n; i++) {                                               \
@@ -135,7 +141,7 @@ static inline float load(const char *p, int is_bf16) {
                 uint32_t u;                                                                    \
                 memcpy(&u, &r, 4);                                                             \
                 bad |= NAN_BITS(u);                                                            \
-                o[i] = bf16_rne(r);                                                            \
+                o[i] = bf16_rne_nonan(u);                                                      \
             }                                                                                  \
         } else {                                                                               \
             for (Py_ssize_t i = 0; i < n; i++) {                                               \
@@ -143,7 +149,7 @@ static inline float load(const char *p, int is_bf16) {
                 uint32_t u;                                                                    \
                 memcpy(&u, &r, 4);                                                             \
                 bad |= NAN_BITS(u);                                                            \
-                o[i] = bf16_rne(r);                                                            \
+                o[i] = bf16_rne_nonan(u);                                                      \
             }                                                                                  \
         }                                                                                      \
         return bad != 0;                                                                       \
@@ -170,23 +176,33 @@ static void careful_row(int opc, const char *pa, Py_ssize_t sa, int abf, const c
     }
 }
 
-/* the innermost dim: a vectorised pass when every operand is contiguous there */
+/* the innermost dim: a vectorised pass when every operand is contiguous there, in chunks through
+ * a stack buffer, so a NaN chunk is redone from inputs that out has not overwritten yet (out may
+ * be an input element for element: x[...] = x + y) */
+#define CHUNK 2048
 static void row(int opc, const char *pa, Py_ssize_t sa, int abf, const char *pb, Py_ssize_t sb,
                 int bbf, char *po, Py_ssize_t so, Py_ssize_t n) {
-    int bad = -1;
-    if (so == 2 && sa == (abf ? 2 : 4) && sb == (bbf ? 2 : 4)) {
-        uint16_t *o = (uint16_t *)po;
-        if (abf && bbf)
-            bad = fast_hh(opc, (const uint16_t *)pa, (const uint16_t *)pb, o, n);
-        else if (abf)
-            bad = fast_hf(opc, (const uint16_t *)pa, (const float *)pb, o, n);
-        else if (bbf)
-            bad = fast_fh(opc, (const float *)pa, (const uint16_t *)pb, o, n);
-        else
-            bad = fast_ff(opc, (const float *)pa, (const float *)pb, o, n);
+    if (!(so == 2 && sa == (abf ? 2 : 4) && sb == (bbf ? 2 : 4))) {
+        careful_row(opc, pa, sa, abf, pb, sb, bbf, po, so, n); /* reads each element first */
+        return;
     }
-    if (bad != 0)
-        careful_row(opc, pa, sa, abf, pb, sb, bbf, po, so, n);
+    uint16_t tmp[CHUNK];
+    for (Py_ssize_t s = 0; s < n; s += CHUNK) {
+        Py_ssize_t k = n - s < CHUNK ? n - s : CHUNK;
+        const char *qa = pa + s * sa, *qb = pb + s * sb;
+        int bad;
+        if (abf && bbf)
+            bad = fast_hh(opc, (const uint16_t *)qa, (const uint16_t *)qb, tmp, k);
+        else if (abf)
+            bad = fast_hf(opc, (const uint16_t *)qa, (const float *)qb, tmp, k);
+        else if (bbf)
+            bad = fast_fh(opc, (const float *)qa, (const uint16_t *)qb, tmp, k);
+        else
+            bad = fast_ff(opc, (const float *)qa, (const float *)qb, tmp, k);
+        if (bad)
+            careful_row(opc, qa, sa, abf, qb, sb, bbf, (char *)tmp, 2, k);
+        memcpy(po + s * 2, tmp, (size_t)k * 2);
+    }
 }
 
 static void walk(int opc, int dim, int ndim, const Py_ssize_t *shape, const char *pa,

@@ -104,6 +104,20 @@ def binary_to_bf16(name: str, a: np.ndarray, b: np.ndarray) -> Optional[np.ndarr
     return out
 
 
+def binary_into_ok(name: str, a: np.ndarray, b: np.ndarray) -> bool:
+    """True when ``binary_into`` applies: the C path on, add/subtract/multiply, same-shaped
+    fp32/bf16 arrays."""
+    return _mod is not None and ON and name in _OPS and a.shape == b.shape and a.ndim > 0 and \
+        _bits(a) is not None and _bits(b) is not None
+
+
+def binary_into(name: str, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = bf16(f32(a) <name> f32(b))`` (binary_to_bf16's bits) written straight into
+    the bf16 array ``out``, which may be ``a`` or ``b`` element for element (check
+    ``binary_into_ok`` first)."""
+    _mod.binary_to_bf16(_OPS[name], _bits(a), _bits(b), out.view(_U16))
+
+
 # numpy's own BLAS (the library its matmul calls): cblas_sgemm with beta = 1 adds a product into
 # PSUM in the call numpy makes with beta = 0, so the sum is the same; any other BLAS (scipy's, a
 # system one) might order the K products differently, so only numpy's is used.  ILP64 wheels

@@ -70,6 +70,28 @@ class Storage:
         if init is None and memory == "hbm" and not full:
             self.init  # shared by the LNC cores' threads: allocate before they race for it
 
+    @classmethod
+    def fresh(cls, memory: str, name: str, nbytes: int, sdtype: np.dtype, partitions: int,
+              pstride: int, loc, data: np.ndarray) -> "Storage":
+        """What ``cls(memory=memory, kind=memory, ..., data=data, full=True)`` builds for a fully
+        written on-chip result tile (the hot ops' fresh tiles), without the keyword call and the
+        branches of ``__init__`` (tests/nki/test_fastpath_storage.py holds the two equal)."""
+        st = _new(cls)
+        st.id = st.region_id = next(_ids)
+        st.memory = st.kind = memory
+        st.name = name
+        st.sdtype = sdtype
+        st.pstride = st.row_bytes = pstride
+        st.partitions = partitions
+        st.nbytes = nbytes
+        st.loc = loc
+        st.readonly = st.accounted = st.manual = st.is_output = st.mutable = False
+        st.accountant = st.owner = st._f32 = st.rcache = st._init = None
+        st.base_off = st.written = st.hbm_pitch = 0
+        _DATA_SLOT.__set__(st, data)  # the slot itself: a subclass's data property is not run
+        st.full = True
+        return st
+
     def fp32_dirty(self) -> None:
         """Forget the fp32 shadow: called on every write to the storage."""
         self._f32 = None
@@ -135,6 +157,10 @@ class Storage:
 
     def __repr__(self):
         return f"Storage({self.name!r}, {self.kind}, {self.nbytes} B)"
+
+
+_DATA_SLOT = Storage.data
+_new = object.__new__
 
 
 def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:

@@ -20,7 +20,7 @@ from ..core import dtypes as dt
 from ..core.context import current, region
 from ..core.fastpath import product_buffers
 from ..core.tensor import NkiTensor
-from . import base, elementwise, hot_matmul
+from . import base, elementwise, hot_matmul, hot_update
 
 _MATMUL_OPS = ("nc_matmul", "matmul", "nc_matmul_mx")
 _DETACHED = np.empty(0, np.uint8)  # the storage of a product whose array was recycled
@@ -41,6 +41,9 @@ def assign(dst: NkiTensor, value: Any, *, temporary: bool) -> None:
     if isinstance(value, NkiTensor):
         if value._mask is False and value._fresh is None:
             return  # the producing instruction was masked off entirely
+        if type(value._st) is hot_update.PendingBinary and temporary and \
+                hot_update.assign_into(ctx, dst, value):
+            return  # computed straight into dst (before _same_view, which would compute it)
         if _same_view(dst, value):
             return  # e.g. the store-back half of ``x[...] += y``
         f = value._fresh

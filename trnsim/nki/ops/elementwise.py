@@ -17,7 +17,7 @@ from ..core.broadcast_lowering import lower_implicit
 from ..core.context import current
 from ..core.index_exprs import _IndexBase
 from ..core.tensor import NkiTensor
-from . import base
+from . import base, hot_update
 from .base import emit, f32, op_mask, read, tile, where
 
 _BF16 = dt.bfloat16
@@ -149,6 +149,14 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
         # round to nearest even in one pass, bit for bit what the numpy expression below gives
         if od == _BF16 and va.shape == vb.shape and not ctx.convert.stochastic and \
                 dt.storage_dtype(od, ctx.options.precise_fp) == _BF16:
+            if dst is None and m is None and ia is None and ib is None and a.shape == b.shape:
+                # ``x[...] = nl.add(x[...], acc, dtype=bf16)``: computed straight into x
+                for t in (a, b):
+                    base.check_free_size(ctx, t, "operand", f"nl.{op}")
+                    base.check_alignment(ctx, t, "operand", f"nl.{op}")
+                out = hot_update.pending(ctx, name, a, b, va, vb, od, eng, (("op", name),))
+                if out is not None:
+                    return out
             vals = fastpath.binary_to_bf16(name, va, vb)
         if vals is None:
             vals = _compute(name, _raw(va, a.dtype), _raw(vb, b.dtype), ints)

@@ -43,7 +43,8 @@ _ACC_ATTRS_MAX = 256
 _NO_DATA = np.empty(0, np.uint8)  # a pending product's bytes before (and after) its accumulation
 _DATA = Storage.data  # the slot itself, under the pending storage's property
 _IADD = ("INPLACE_ADD", "+=")  # the opname (<= 3.10) or BINARY_OP's argrepr (3.11+)
-_IADD_SITES: dict = {}  # code object -> offsets at which a call's result goes straight to +=
+# code object -> {None: offsets at which a call's result goes straight to +=, offset: site}
+_IADD_SITES: dict = {}
 _IADD_SITES_MAX = 4096
 
 
@@ -83,20 +84,34 @@ def _iadd_sites(code) -> frozenset:
     return frozenset(out)
 
 
+def cached_site(depth: int, table: dict, sites_of):
+    """((source location, what ``sites_of`` says of the call: membership of a set, or a dict's
+    entry), the frame) for the innermost user frame above ``depth``: one lookup per (code
+    object, instruction offset), so neither the bytecode scan nor the line number (a walk over
+    the line table) is repeated per call."""
+    f = user_frame(depth + 1)
+    if f is None:
+        return (frame_loc(None), None), None
+    code = f.f_code
+    per = table.get(code)
+    if per is None:
+        if len(table) > _IADD_SITES_MAX:  # one entry per kernel function: bounded
+            table.clear()
+        per = table[code] = {None: sites_of(code)}
+    lasti = f.f_lasti
+    got = per.get(lasti)
+    if got is None:
+        sites = per[None]
+        got = per[lasti] = (frame_loc(f), sites.get(lasti) if type(sites) is dict else
+                            lasti in sites)
+    return got, f
+
+
 def _user_site():
     """(source location, feeds ``+=``) of the innermost user frame: True when it calls into
     trnsim from ``x += <call>(...)``, so nothing runs between the product's return and
     ``x.__iadd__``."""
-    f = user_frame(2)
-    if f is None:
-        return frame_loc(None), False
-    code = f.f_code
-    sites = _IADD_SITES.get(code)
-    if sites is None:
-        if len(_IADD_SITES) > _IADD_SITES_MAX:  # one entry per kernel function: bounded
-            _IADD_SITES.clear()
-        sites = _IADD_SITES[code] = _iadd_sites(code)
-    return frame_loc(f), f.f_lasti in sites
+    return cached_site(2, _IADD_SITES, _iadd_sites)[0]
 
 
 def _operand(t) -> Optional[np.ndarray]:
@@ -143,9 +158,8 @@ def product(ctx, s, mv, opcode: str) -> Optional[NkiTensor]:
         # PSUM in one BLAS call.  The operands are fp32 copies of 16-bit tiles (f32_view), never
         # written in place (a write drops the copy), so they keep this instruction's values.
         vals = None
-        st = PendingStorage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
-                            nbytes=M * nb, sdtype=_F32, partitions=M, pstride=nb, loc=None,
-                            data=_NO_DATA, full=True)
+        st = PendingStorage.fresh("psum", f"t{next(ctx.name_counter)}", M * nb, _F32, M, nb,
+                                  None, _NO_DATA)
         st.operands = (a, b)
         strides = (nb, 4)
     else:
@@ -156,9 +170,8 @@ def product(ctx, s, mv, opcode: str) -> Optional[NkiTensor]:
         if vals.base is not None:  # a reshaped view: copied once, as base._adopt does
             vals = vals.copy(order="C")
         # base._adopt, inlined: the product array becomes the fresh tile's storage
-        st = Storage(memory="psum", kind="psum", name=f"t{next(ctx.name_counter)}",
-                     nbytes=vals.nbytes, sdtype=_F32, partitions=M, pstride=nb, loc=None,
-                     data=vals.reshape(-1).view(_U8), full=True)
+        st = Storage.fresh("psum", f"t{next(ctx.name_counter)}", vals.nbytes, _F32, M, nb, None,
+                           vals.reshape(-1).view(_U8))
         strides = vals.strides
     st.loc = loc
     rs = s._region or region(s)
