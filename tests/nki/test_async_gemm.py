@@ -108,7 +108,10 @@ def test_a_nan_in_psum_halts_the_worker_and_numpy_finishes_with_its_payloads(que
     halts = fastpath.module().gemm_queue_stats()[2]
     order = [(good, 0), (bad, 1), (good, 2), (bad, 3), (good, 3)]
     for c, i in order:
-        assert fastpath.gemm_submit(c, a[i], b[i])
+        # once the worker has halted, submit drains and declines: the caller then runs numpy's
+        # path itself, as hot_matmul does (when that happens depends on the thread timing)
+        if not fastpath.gemm_submit(c, a[i], b[i]):
+            _numpy_chain(c, [a[i]], [b[i]])
     fastpath.drain()
     for c, i in order:
         _numpy_chain(want_good if c is good else want_bad, [a[i]], [b[i]])
