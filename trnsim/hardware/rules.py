@@ -46,6 +46,7 @@ LIVENESS_RULES = ("program_order", "hoist_last_reader")
 PLACEMENT_POLICIES = ("private", "reuse_lru")
 # how a partition-dim operand broadcast is executed (nki/core/broadcast_lowering.py)
 BROADCAST_LOWERINGS = ("tensor", "dma", "free")
+BROADCAST_REUSE = ("resident", "none")   # whether consumers of one broadcast view share its copy
 _RANGE_TEXT = {"positive": "> 0", "fraction": "in (0, 1]", "unit": "in [0, 1)"}
 
 
@@ -195,6 +196,10 @@ def check_core(core, file: str) -> None:
         raise HardwareFileError(f"{file}: core {s.key}: broadcast.partition must be one of "
                                 f"{BROADCAST_LOWERINGS}", rule="hardware-file-range",
                                 limit=BROADCAST_LOWERINGS, value=s.broadcast.partition)
+    if s.broadcast.partition_reuse not in BROADCAST_REUSE:
+        raise HardwareFileError(f"{file}: core {s.key}: broadcast.partition_reuse must be one of "
+                                f"{BROADCAST_REUSE}", rule="hardware-file-range",
+                                limit=BROADCAST_REUSE, value=s.broadcast.partition_reuse)
     for mem, allowed in (("sbuf", ("fail", "spill")), ("psum", ("fail",))):  # no PSUM spill model
         got = getattr(s, mem).legacy_overflow
         if got not in allowed:

@@ -245,8 +245,11 @@ class CoreTiming:
 class BroadcastRules:
     """How a compute-engine operand broadcast along the partition dim (a stride-0 partition view,
     which compute-engine access patterns cannot express) is executed: ``tensor`` (a ones-row
-    matmul into PSUM), ``dma`` (an SBUF copy by DMA) or ``free`` (no instruction)."""
+    matmul into PSUM), ``dma`` (an SBUF copy by DMA) or ``free`` (no instruction);
+    ``partition_reuse``: ``resident`` (later consumers of the same view read the first copy while
+    its source is unchanged) or ``none`` (a copy per consumer)."""
     partition: str = "free"
+    partition_reuse: str = "none"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -40,6 +40,10 @@ class Accountant:
         self.accesses: Optional[Dict[int, list]] = None
         self.parts: Dict[int, int] = {}
         self.liveness_used = "program_order"   # the rule whose order the accepted peak is from
+        self.placed: Optional[Dict[int, int]] = None   # a placement spill.py computed already
+        # run first by ``check``: they may move tiles into this memory (a broadcast copy PSUM
+        # cannot hold becomes an SBUF copy, broadcast_lowering.make_room), which must count here
+        self.before_check: List[Callable[[], None]] = []
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         """Count an automatically placed storage from instruction ``first`` on."""
@@ -52,6 +56,13 @@ class Accountant:
                 value=f"{row_bytes} B per partition", where=describe(user_loc()))
         self.intervals[st.id] = [first, first, row_bytes, st.name, st.loc]
         self.parts[st.id] = parts
+
+    def charge_copy(self, sid: int, name: str, loc, parts: int, row_bytes: int,
+                    first: int) -> None:
+        """Count a compiler-made copy (no Storage of its own: a partition broadcast's copy) from
+        instruction ``first`` on; its accesses extend it as a tile's do."""
+        self.intervals[sid] = [first, first, row_bytes, name, loc]
+        self.parts[sid] = parts
 
     def touch(self, sid: int, idx: int, write: bool = False) -> None:
         """Extend storage ``sid``'s live range to instruction ``idx``."""
@@ -73,6 +84,8 @@ class Accountant:
         """Raise if live automatically placed tensors plus manual reservations exceed capacity.
         ``spill``: the compiler spills instead (new API, SBUF): record the overflow, warn once.
         ``trace`` / ``peer`` (the other memory): for a reordering liveness rule (liveness.py)."""
+        for hook in self.before_check:
+            hook()
         if self.spec.liveness != "program_order" and trace is not None and not spill \
                 and self.intervals and self.peak_program() > self.capacity:
             self._check_reordered(trace, peer)
@@ -106,19 +119,9 @@ class Accountant:
 
     def _check_reordered(self, trace, peer: Optional["Accountant"]) -> None:
         """The check under the ``liveness`` rule's order: raise, or accept with its live ranges."""
-        ins_list = trace.instructions
-        if ins_list.blocks:  # synthesized iterations hold tiles this accountant never saw
-            from .fastforward import Rerun
-            raise Rerun()
-        mems = [self] + ([peer] if peer is not None else [])
-        tracked = {(a.memory, sid): iv[0] for a in mems for sid, iv in a.intervals.items()}
-        lo = min(tracked.values())
-        movable = {iv[1] for iv in self.intervals.values()}
-        got = hoisted_ranges(ins_list.iter_range(lo, len(ins_list)), lo, movable, tracked)
+        ranges = self._reordered(trace, peer)
         rule = self.spec.liveness
         note = f" (liveness rule {rule}: each tile's last use hoisted as far as its dependencies allow)"
-        ranges = {a.memory: [(*got.get((a.memory, sid), (iv[0], iv[0])), iv[2], sid)
-                             for sid, iv in a.intervals.items()] for a in mems}
         peak, at = sweep_peak(ranges[self.memory], self.manual_end)
         if peak > self.capacity:
             self._overflow(*at, note=note)
@@ -141,6 +144,45 @@ class Accountant:
         self.liveness_used = rule
         trace.meta[f"{self.memory}_liveness"] = rule
 
+    def _reordered(self, trace, peer: Optional["Accountant"]) -> Dict[str, list]:
+        """Memory -> (first, last, bytes, id) ranges of this memory's and ``peer``'s tiles under
+        the ``liveness`` rule's order (liveness.hoisted_ranges)."""
+        ins_list = trace.instructions
+        if ins_list.blocks:  # synthesized iterations hold tiles this accountant never saw
+            from .fastforward import Rerun
+            raise Rerun()
+        mems = [self] + ([peer] if peer is not None else [])
+        tracked = {(a.memory, sid): iv[0] for a in mems for sid, iv in a.intervals.items()}
+        lo = min(tracked.values())
+        movable = {iv[1] for iv in self.intervals.values()}
+        got = hoisted_ranges(ins_list.iter_range(lo, len(ins_list)), lo, movable, tracked)
+        return {a.memory: [(*got.get((a.memory, sid), (iv[0], iv[0])), iv[2], sid)
+                           for sid, iv in a.intervals.items()] for a in mems}
+
+    def overflowing(self, trace, peer: Optional["Accountant"], among: set) -> set:
+        """The tiles of ``among`` live where this memory overflows in program order; empty when
+        the kernel fits, in program order or in the order its ``liveness`` rule allows."""
+        ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
+        if sweep_peak(ranges, self.manual_end)[0] <= self.capacity:
+            return set()
+        if self.spec.liveness != "program_order" and \
+                sweep_peak(self._reordered(trace, peer)[self.memory],
+                           self.manual_end)[0] <= self.capacity:
+            return set()
+        out: set = set()
+        used, live = self.manual_end, set()
+        for _, alloc, nbytes, sid in range_events(ranges):
+            if alloc:
+                used += nbytes
+                if sid in among:
+                    live.add(sid)
+                if used > self.capacity:
+                    out |= live
+            else:
+                used -= nbytes
+                live.discard(sid)
+        return out
+
     def place(self, trace) -> None:
         """Physical byte offsets of the automatically placed tiles under the memory's ``placement``
         policy (placement.py), added to ``trace.meta[memory + "_placement"]`` for the timing model
@@ -148,12 +190,14 @@ class Accountant:
         policy = self.spec.placement
         if policy == "private" or not self.intervals or self.spill_excess:
             return
-        from .placement import place_lru, synthesized_ranges
-        ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
-        if trace.instructions.blocks:  # fast-forwarded iterations: their tiles as a full run has them
-            ranges += [(*iv, sid) for sid, iv in
-                       synthesized_ranges(trace.instructions, self.intervals).items()]
-        got = place_lru(ranges, self.capacity, self.manual_end)
+        got = self.placed   # needs_spill_plan placed the same ranges looking for fragmentation
+        if got is None:
+            from .placement import place_lru, synthesized_ranges
+            ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
+            if trace.instructions.blocks:  # fast-forwarded iterations: as a full run has them
+                ranges += [(*iv, sid) for sid, iv in
+                           synthesized_ranges(trace.instructions, self.intervals).items()]
+            got = place_lru(ranges, self.capacity, self.manual_end)
         # one physical buffer per kernel instance (as each instance's manual placements get one)
         phys = new_region_id()
         flat = trace.meta.setdefault(f"{self.memory}_placement", [])

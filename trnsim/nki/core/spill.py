@@ -15,8 +15,8 @@ partition's byte addresses (a new tile takes one contiguous block; a reloaded pi
   its DMAs (stored if written since its last load, and reloaded), each its bytes plus the DMA's
   fixed cost in bytes (derived from ``[vN.timing.dma]``), divided by how far away its next use is
   (Belady's farthest-next-use rule, weighted by size, so a 2 KiB request evicts 2 KiB, not a
-  128 KiB tile), and weighted up when it was used just before (1 + 1 / instructions since: its
-  store, and so the requester, waits for that use).  Tiles used by the same instruction are never
+  128 KiB tile), and weighted up when it was used just before (1 + 1 / instructions since: the
+  requester waits for that use).  Tiles used by the same instruction are never
   victims; with ``[vN.sbuf] loop_buffers`` > 1 a tile stays resident past its last use until the
   tile its source line allocates that many times later is done (as if iterations overlapped),
   and such a held copy gives way (no DMA: its values are dead) only when nothing else can;
@@ -30,9 +30,11 @@ Under ``placement = "reuse_lru"`` the addresses of tiles never evicted become th
 the timing model (so a tile that takes released bytes waits for their last reader); evicted tiles
 keep private storage (a reloaded copy may land elsewhere), their waits are the token regions.
 A tile no eviction can make room for (one instruction's tiles exceed the partition) stays resident
-without an address, counted in ``unresolved``.  Not modelled: a clean victim (no store) hands
-over its bytes without a wait on its last reader.  Adjacent pieces of a tile moved at one
-position go as one DMA.
+without an address, counted in ``unresolved``.  The instruction that takes over an evicted
+victim's bytes also writes them in the trace (``handover_regions``), so it waits for the victim's
+last reader, whether a store was needed or the victim was clean (its HBM copy current): a store
+waits only for the victim's last write, so a token alone would let the requester's first write
+land before that read.  Adjacent pieces of a tile moved at one position go as one DMA.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from .memory import new_region_id
 from .placement import FreeList
 
 _NEVER = 1 << 62   # the next use of a tile that has none
+COPY_SUFFIX = "_pbcast"   # the name suffix of a partition broadcast's copy (broadcast_lowering)
 
 
 class Move(NamedTuple):
@@ -65,6 +68,9 @@ class Plan:
         self.unresolved = 0   # bytes per partition over capacity that no eviction could free
         self.offsets: Dict[int, int] = {}   # tile -> byte offset, for tiles never evicted
         self.evicted: set = set()
+        # (position, victim): the instruction at position takes over bytes of an evicted victim
+        # (stored or clean), so it waits for the victim's last reader (``handover_regions``)
+        self.handovers: List[Tuple[int, int]] = []
 
 
 def plan_spills(intervals: Dict[int, list], accesses: Dict[int, list], capacity: int,
@@ -239,6 +245,7 @@ def _evict(st: _State, sid: int, need: int, p: int, here: set, times, dirty, int
             continue
         plan.evicted.add(v)
         spilled.add(v)
+        plan.handovers.append((p, v))
         if dirty.get(v, True):
             t = times[v]
             prev = t[bisect.bisect_left(t, p) - 1]   # its last use before p
@@ -254,7 +261,7 @@ def victim_cost(nbytes: int, dirty: bool, distance: int, overhead: float = 0.0,
     """What evicting a tile costs: its DMAs (a store if it was written since its last load,
     then the reload), each worth its bytes per partition plus ``overhead`` (a DMA's fixed cost in
     bytes), per instruction of ``distance`` to its next use; times 1 + 1/``since`` (instructions
-    since its last use), because its store waits for that use and the requester for the store."""
+    since its last use), because the requester waits for that use (``handover_regions``)."""
     return (2 if dirty else 1) * (nbytes + overhead) / distance * (1 + 1 / since)
 
 
@@ -311,6 +318,34 @@ def spill_instructions(plan: Plan, tiles: Dict[int, Tuple[str, int, int, object]
     return out
 
 
+def handover_regions(plan: Plan, tiles: Dict[int, Tuple[str, int, int, object]], trace,
+                     spans: Optional[Dict[int, Tuple[int, int, int]]] = None) -> int:
+    """Add to the instruction that takes over an evicted victim's bytes a write of those bytes
+    (the victim's piece), so it waits for the victim's last reader and writer (write-after-read:
+    physically it writes the same bytes, which the timing model keeps apart since an evicted tile
+    keeps private storage).  A marker region: one element of a dtype the instruction already has,
+    so no cost rule sees it.  Returns how many instructions were changed."""
+    def span(u):
+        return spans[u] if spans is not None else (u, 0, tiles[u][2])
+
+    at: Dict[int, List[Tuple[int, int, int]]] = {}
+    for pos, (sid, b0, b1) in sorted((pos, span(v)) for pos, v in plan.handovers):
+        lst = at.setdefault(pos, [])
+        if lst and lst[-1][0] == sid and lst[-1][2] == b0:   # adjacent pieces of one tile
+            lst[-1] = (sid, lst[-1][1], b1)
+        else:
+            lst.append((sid, b0, b1))
+    il = trace.instructions
+    for pos, taken in at.items():
+        ins = il[pos]
+        dtype = next((r.dtype for r in ins.writes + ins.reads if r.memory == "sbuf"),
+                     ins.dtype_out)
+        extra = tuple(Region("sbuf", sid, tiles[sid][0], 0, tiles[sid][1], b0, b1, 1, dtype,
+                             b1 - b0) for sid, b0, b1 in taken)
+        il[pos] = ins._replace(writes=ins.writes + extra)
+    return len(at)
+
+
 def split_pieces(intervals: Dict[int, list], ranges: Dict[int, list]):
     """Cut each tile at the byte bounds its instructions touch, so a spill moves only the piece an
     instruction needs (not a whole 128 KiB row for a 2 KiB slice).  ``ranges``: tile -> [(position,
@@ -362,7 +397,10 @@ def held_until(intervals: Dict[int, list], depth: int) -> Dict[int, int]:
     sites: Dict[tuple, List[Tuple[int, int]]] = {}
     for sid, iv in intervals.items():
         if iv[4] is not None:
-            sites.setdefault((iv[4].file, iv[4].line), []).append((iv[0], sid))
+            # a partition broadcast's copy carries its consumer's line: a site of its own, not
+            # interleaved with the tiles that line's instruction allocates (broadcast_lowering)
+            copy = isinstance(iv[3], str) and iv[3].endswith(COPY_SUFFIX)
+            sites.setdefault((iv[4].file, iv[4].line, copy), []).append((iv[0], sid))
     out: Dict[int, int] = {}
     for lst in sites.values():
         lst.sort()
@@ -378,7 +416,8 @@ def needs_spill_plan(acc, trace) -> Optional[str]:
     """Why accountant ``acc``'s tiles need spills although their single-copy live bytes fit:
     'loop_buffers' (the held copies overflow), 'fragmentation' (under reuse_lru, a tile finds no
     contiguous free run), or None.  Fast-forwarded traces are traced again (Rerun) when
-    loop_buffers > 1, since synthesized tiles carry no allocation site."""
+    loop_buffers > 1, since synthesized tiles carry no allocation site.  A placement that fits
+    single-copy ranges is kept in ``acc.placed`` for ``Accountant.place`` (computed once)."""
     from .placement import place_lru, synthesized_ranges
     from .liveness import sweep_peak
     spec = acc.spec
@@ -397,8 +436,12 @@ def needs_spill_plan(acc, trace) -> Optional[str]:
     if trace.instructions.blocks:
         ranges += [(*iv, sid) for sid, iv in
                    synthesized_ranges(trace.instructions, acc.intervals).items()]
-    return "fragmentation" if len(place_lru(ranges, acc.capacity, acc.manual_end)) < len(ranges) \
-        else None
+    got = place_lru(ranges, acc.capacity, acc.manual_end)
+    if len(got) < len(ranges):
+        return "fragmentation"
+    if spec.loop_buffers <= 1:   # the single-copy ranges Accountant.place would place again
+        acc.placed = got
+    return None
 
 
 def dma_overhead_bytes(dma) -> float:
@@ -423,6 +466,7 @@ def insert_spills(acc, trace, core: int, spec) -> Plan:
                        {us[0]: us for us in blocks.values() if len(us) > 1})
     tiles = {sid: (iv[3], acc.parts.get(sid, 1), iv[2], iv[4]) for sid, iv in acc.intervals.items()}
     moves = spill_instructions(plan, tiles, core, spans)
+    handover_regions(plan, tiles, trace, spans)   # positions before the moves are inserted
     trace.instructions.insert_many(moves)
     meta = trace.meta
     meta["sbuf_spill_dmas"] = meta.get("sbuf_spill_dmas", 0) + len(moves)
