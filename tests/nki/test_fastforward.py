@@ -105,6 +105,53 @@ def test_iteration_dependent_python_branch_is_not_synthesized():
     assert _canon(off.traces[0]) == _canon(ff.traces[0])
 
 
+def test_a_first_iteration_prologue_is_skipped_and_the_rest_synthesized():
+    """Iteration 0 issues an extra instruction (here an ``if i == 0`` branch; in practice the
+    partition-broadcast copy of a loop-invariant row that later iterations share): iterations
+    1-3 are the template, 4 .. n-2 are synthesized, and the trace is the full run's."""
+    nki, nl, nisa = _legacy()
+
+    @nki.jit
+    def k(x, row):
+        out = nl.ndarray((16, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        r = nl.load(row)
+        for i in nl.affine_range(16):
+            t = nl.load(x[i])
+            if i == 0:
+                t = nl.exp(t)
+            nl.store(out[i], value=nisa.tensor_tensor(t, r.broadcast_to((128, 64)),
+                                                      op=nl.multiply))
+        return out
+
+    x, row = np.zeros((16, 128, 64), np.float32), np.zeros((1, 64), np.float32)
+    off, ff = _both(k, x, row, target="trn2")
+    blocks = ff.traces[0].instructions.blocks
+    assert len(blocks) == 1
+    # 16 iterations: 0-3 and 15 run, 4-14 synthesized (11), each load + tensor_tensor + store
+    assert (blocks[0].k0, blocks[0].count, len(blocks[0].template)) == (3, 11, 3)
+    assert _canon(off.traces[0]) == _canon(ff.traces[0])
+    # the row is broadcast once (iteration 0) in both runs
+    assert sum(1 for i in ff.traces[0] if i.opcode == "partition_broadcast") == 1
+
+
+def test_a_prologue_is_not_looked_for_in_a_five_iteration_loop():
+    nki, nl, nisa = _legacy()
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((5, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(5):
+            t = nl.load(x[i])
+            if i == 0:
+                t = nl.exp(t)
+            nl.store(out[i], value=t)
+        return out
+
+    off, ff = _both(k, np.zeros((5, 128, 64), np.float32))
+    assert not ff.traces[0].instructions.blocks
+    assert _canon(off.traces[0]) == _canon(ff.traces[0])
+
+
 def test_loop_carried_tile_is_not_synthesized():
     nki, nl, nisa = _legacy()
 

@@ -9,8 +9,10 @@ byte offsets moving by a constant step, and every tile allocated in the body all
 it runs the last iteration for real (edge tiles, masks and out-of-bounds checks happen there) and
 synthesizes iterations 3 .. n-2 as a ``LoopBlock``.  If the last iteration is not the one the
 step predicts, the middle iterations run for real as well (and the trace is put back in program
-order).  Errors raised by affine accesses are found at the end points, since an affine bound
-is extreme at the first or last iteration.
+order).  Where iterations 0-2 are not regular, iteration 0 may be a prologue the others skip
+(e.g. it makes the partition-broadcast copy of a loop-invariant row that later iterations
+share): iterations 1-3 are then tried the same way.  Errors raised by affine accesses are found
+at the end points, since an affine bound is extreme at the first or last iteration.
 
 Set ``TRNSIM_FAST_FORWARD=0`` to run every iteration; ``=all`` also fast-forwards the new ``nki``
 API's loops, which are Python unrolls (a body whose Python side effects matter, e.g. appending tiles
@@ -65,24 +67,20 @@ def loop(ctx, r: range, on_iteration) -> Iterator[int]:
             yield r[k]
         return
     snaps: List[_Snap] = []
-    born: list = []   # weakrefs of the storages iteration 0 allocates
+    borns: List[list] = []   # weakrefs of the storages iterations 0 and 1 allocate
     for k in range(_PROBE):
-        snaps.append(_Snap(ctx))
-        on_iteration(k)
-        if k == 0:
-            ctx.ff_watch.append(born)
-        try:
-            yield r[k]
-        finally:
-            if k == 0:
-                w = ctx.ff_watch
-                del w[next(j for j in range(len(w) - 1, -1, -1) if w[j] is born)]
-    end = _Snap(ctx)
-    # a tile of iteration 0 still alive two iterations later escaped into Python state (e.g. a
-    # list of tiles used after the loop): the iterations are not interchangeable
-    plan = None if any(ref() is not None for ref in born) else _plan(ctx, snaps, end)
+        yield from _probe(ctx, r, k, on_iteration, snaps, borns)
+    s = 0  # the iteration the template is taken from
+    plan = _regular(ctx, snaps, borns, s)
+    if plan is None and n >= _MIN_ITERATIONS + 1:
+        # iteration 0 may be a prologue the others skip (e.g. it makes the partition-broadcast
+        # copy of a loop-invariant row that later iterations share): try iterations 1, 2, 3
+        yield from _probe(ctx, r, _PROBE, on_iteration, snaps, borns)
+        s = 1
+        plan = _regular(ctx, snaps, borns, s)
+    first = _PROBE + s  # the first iteration not run yet
     if plan is None:
-        for k in range(_PROBE, n):
+        for k in range(first, n):
             on_iteration(k)
             yield r[k]
         return
@@ -92,20 +90,48 @@ def loop(ctx, r: range, on_iteration) -> Iterator[int]:
     yield r[n - 1]
     ins_list: InstructionList = ctx.trace.instructions
     seg_last = ins_list[last.pos:len(ins_list)]
-    if ctx.hbm_used == last.hbm and _predicts(template, deltas, n - 1, seg_last, last):
-        block = LoopBlock(template, _PROBE, n - 1 - _PROBE, deltas, nlocal)
+    if ctx.hbm_used == last.hbm and _predicts(template, deltas, n - 1 - s, seg_last, last):
+        # iteration k is the template (iteration s) moved by k - s steps
+        block = LoopBlock(template, _PROBE, n - 1 - first, deltas, nlocal)
         ins_list.insert_block(last.pos, block)
         _remap(ctx, [(last.pos, last.pos + len(seg_last), block.n)])
         return
     # the last iteration differs from the prediction: run the middle ones for real too
     mid = len(ins_list)
-    for k in range(_PROBE, n - 1):
+    for k in range(first, n - 1):
         on_iteration(k)
         yield r[k]
     end_pos = len(ins_list)
     if end_pos > mid:
         ins_list.move_to_end(last.pos, mid)
         _remap(ctx, [(last.pos, mid, end_pos - mid), (mid, end_pos, -(mid - last.pos))])
+
+
+def _probe(ctx, r: range, k: int, on_iteration, snaps: List[_Snap], borns: List[list]):
+    """Run iteration ``k`` for real, with a snapshot before it; iterations 0 and 1 also collect
+    weakrefs of the storages they allocate (see ``_regular``)."""
+    snaps.append(_Snap(ctx))
+    on_iteration(k)
+    if k > 1:
+        yield r[k]
+        return
+    born: list = []
+    borns.append(born)
+    ctx.ff_watch.append(born)
+    try:
+        yield r[k]
+    finally:
+        w = ctx.ff_watch
+        del w[next(j for j in range(len(w) - 1, -1, -1) if w[j] is born)]
+
+
+def _regular(ctx, snaps: List[_Snap], borns: List[list], s: int):
+    """``_plan`` for iterations s, s+1, s+2 (all run), or None.  A tile of iteration s still
+    alive two iterations later escaped into Python state (e.g. a list of tiles used after the
+    loop), or is kept by trnsim itself (a shared broadcast copy): not interchangeable."""
+    if any(ref() is not None for ref in borns[s]):
+        return None
+    return _plan(ctx, snaps[s:s + _PROBE], _Snap(ctx))
 
 
 def _remap(ctx, windows: List[Tuple[int, int, int]]) -> None:
