@@ -20,17 +20,13 @@ from trnsim.errors import RaceWarning  # noqa: E402
 from trnsim.nki.core import fastpath  # noqa: E402
 from trnsim.nki.ops import hot_matmul  # noqa: E402
 from trnsim.options import Options  # noqa: E402
+from trace_compare import bits as _bits  # noqa: E402
 from trace_compare import normalized as _normalized  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 E4M3 = np.dtype(ml_dtypes.float8_e4m3)
-
-
-def _bits(x):
-    x = np.asarray(x)
-    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
 

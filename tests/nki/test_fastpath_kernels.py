@@ -14,40 +14,12 @@ import neuronxcc.nki as nki  # noqa: E402
 import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
-from trnsim.nki.core import fastpath  # noqa: E402
-from trnsim.options import Options  # noqa: E402
-from trace_compare import normalized as _normalized  # noqa: E402
+from trace_compare import assert_identical as _assert_identical  # noqa: E402
+from trace_compare import fast_and_reference as _both  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 E4M3 = np.dtype(ml_dtypes.float8_e4m3)
 F32 = np.dtype(np.float32)
-
-
-def _both(kernel, *args, target="trn1"):
-    """Run ``kernel`` with the fast paths on, then off; both runs' outputs and traces."""
-    was = fastpath.set_enabled(True)
-    try:
-        fast = kernel.run(*args, options=Options(target=target))
-        fastpath.set_enabled(False)
-        ref = kernel.run(*args, options=Options(target=target))
-    finally:
-        fastpath.set_enabled(was)
-    return fast, ref
-
-
-def _bits(x):
-    x = np.asarray(x)
-    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
-
-
-
-
-def _assert_identical(fast, ref):
-    np.testing.assert_array_equal(_bits(fast.outputs), _bits(ref.outputs))
-    assert len(fast.traces) == len(ref.traces)
-    for tf, tr in zip(fast.traces, ref.traces):
-        assert len(tf) == len(tr)
-        assert _normalized(tf) == _normalized(tr)
 
 
 def _tiled(dt_in, M, K, N, KT, masked):

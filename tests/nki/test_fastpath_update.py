@@ -14,9 +14,11 @@ import neuronxcc.nki as nki  # noqa: E402
 import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
-from trnsim.nki.core import fastpath  # noqa: E402
 from trnsim.nki.ops import hot_update  # noqa: E402
 from trnsim.options import Options  # noqa: E402
+from trace_compare import assert_identical as _assert_identical  # noqa: E402
+from trace_compare import bits as _bits  # noqa: E402
+from trace_compare import fast_and_reference as _both  # noqa: E402
 from trace_compare import normalized  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -35,28 +37,6 @@ class _Taken:
             self.n += bool(done)
             return done
         monkeypatch.setattr(hot_update, "assign_into", spy)
-
-
-def _both(kernel, *args, **opts):
-    """Outputs and traces with the fast paths on, then off (the reference)."""
-    was = fastpath.set_enabled(True)
-    try:
-        fast = kernel.run(*args, options=Options(target="trn1", **opts))
-        fastpath.set_enabled(False)
-        ref = kernel.run(*args, options=Options(target="trn1", **opts))
-    finally:
-        fastpath.set_enabled(was)
-    return fast, ref
-
-
-def _bits(x):
-    x = np.asarray(x)
-    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
-
-
-def _assert_identical(fast, ref):
-    np.testing.assert_array_equal(_bits(fast.outputs), _bits(ref.outputs))
-    assert [normalized(t) for t in fast.traces] == [normalized(t) for t in ref.traces]
 
 
 def _special(rng, shape, dtype):

@@ -163,6 +163,32 @@ _DATA_SLOT = Storage.data
 _new = object.__new__
 
 
+class LazyStorage(Storage):
+    """A result tile's storage whose values are computed from ``operands`` on first read of
+    ``data`` (``compute``), so a hot path that writes them elsewhere never computes them here;
+    new bytes drop the pending result (hot_matmul.PendingStorage, hot_update.PendingBinary)."""
+    __slots__ = ("operands",)
+
+    def compute(self, operands) -> np.ndarray:
+        """The result's bytes (uint8, flat) from ``operands``."""
+        raise NotImplementedError
+
+    @property
+    def data(self):
+        """The bytes; the result is computed here if it is still pending."""
+        ops = self.operands
+        if ops is not None:
+            self.operands = None
+            _DATA_SLOT.__set__(self, self.compute(ops))
+        return _DATA_SLOT.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        """New bytes: the pending result, if any, is dropped."""
+        self.operands = None
+        _DATA_SLOT.__set__(self, value)
+
+
 def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:
     """Fresh allocations hold NaN (floats) or a marker (ints) so reads of garbage show up."""
     if fill == "zero":

@@ -143,6 +143,9 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
     ints = dt.is_int(a.dtype) and dt.is_int(b.dtype)
     if ints and name in _INT_EXACT and eng == "vector":
         eng = "gpsimd"
+    for t in (a, b):
+        base.check_free_size(ctx, t, "operand", f"nl.{op}")
+        base.check_alignment(ctx, t, "operand", f"nl.{op}")
     vals = None
     if ctx.numerics:
         # fp32/bf16 operands into a bf16 result: the C fast path computes the fp32 op and the
@@ -151,9 +154,6 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
                 dt.storage_dtype(od, ctx.options.precise_fp) == _BF16:
             if dst is None and m is None and ia is None and ib is None and a.shape == b.shape:
                 # ``x[...] = nl.add(x[...], acc, dtype=bf16)``: computed straight into x
-                for t in (a, b):
-                    base.check_free_size(ctx, t, "operand", f"nl.{op}")
-                    base.check_alignment(ctx, t, "operand", f"nl.{op}")
                 out = hot_update.pending(ctx, name, a, b, va, vb, od, eng, (("op", name),))
                 if out is not None:
                     return out
@@ -163,9 +163,6 @@ def binary(name: str, x: Any, y: Any, *, dtype=None, mask=None, engine=None, dst
         if vals.shape != shape:  # a broadcast view only when needed: a fresh result is adopted
             vals = np.broadcast_to(vals, shape)
     init = base.and_init(tuple(shape), ia, ib)
-    for t in (a, b):
-        base.check_free_size(ctx, t, "operand", f"nl.{op}")
-        base.check_alignment(ctx, t, "operand", f"nl.{op}")
     attrs = [("op", name)]
     if a.shape != b.shape:
         attrs.append(("broadcast", True))

@@ -28,7 +28,7 @@ from ...source import frame_loc, user_frame
 from ..core import dtypes as dt, fastpath
 from ..core.context import region
 from ..core.fastpath import drain, gemm_acc, gemm_ready, gemm_submit, product_buffers
-from ..core.storage import Storage
+from ..core.storage import LazyStorage, Storage
 from ..core.tensor import NkiTensor
 
 _SHADOWED = (dt.bfloat16, dt.float16)  # read through the storage's cached fp32 copy (f32_view)
@@ -41,35 +41,22 @@ _ACC_ATTRS_MAX = 256
 
 
 _NO_DATA = np.empty(0, np.uint8)  # a pending product's bytes before (and after) its accumulation
-_DATA = Storage.data  # the slot itself, under the pending storage's property
 _IADD = ("INPLACE_ADD", "+=")  # the opname (<= 3.10) or BINARY_OP's argrepr (3.11+)
 # code object -> {None: offsets at which a call's result goes straight to +=, offset: site}
 _IADD_SITES: dict = {}
 _IADD_SITES_MAX = 4096
 
 
-class PendingStorage(Storage):
+class PendingStorage(LazyStorage):
     """A product tile's storage whose values are computed on first read of ``data``: the
     statement ``psum += nc_matmul(...)`` adds the product straight into PSUM instead
     (``accumulate``), and any other use computes the product as the eager path would."""
-    __slots__ = ("operands",)
+    __slots__ = ()
 
-    @property
-    def data(self):
-        """The bytes; the product is computed here if it is still pending."""
-        ops = self.operands
-        if ops is not None:
-            self.operands = None
-            a, b = ops
-            vals = a.T @ b
-            _DATA.__set__(self, vals.reshape(-1).view(_U8))
-        return _DATA.__get__(self)
-
-    @data.setter
-    def data(self, value):
-        """New bytes: the pending product, if any, is dropped."""
-        self.operands = None
-        _DATA.__set__(self, value)
+    def compute(self, operands) -> np.ndarray:
+        """The product ``a.T @ b`` as bytes."""
+        a, b = operands
+        return (a.T @ b).reshape(-1).view(_U8)
 
 
 def _iadd_sites(code) -> frozenset:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import dtypes as dt, fastpath
 from ..core.context import fresh_region, region
-from ..core.storage import Storage
+from ..core.storage import LazyStorage
 from ..core.tensor import NkiTensor
 from .hot_matmul import cached_site
 from .operands import AutoEngine, auto_engine
@@ -28,7 +28,6 @@ from .operands import AutoEngine, auto_engine
 _BF16 = dt.bfloat16
 _U8 = np.dtype(np.uint8)
 _NO_DATA = np.empty(0, np.uint8)  # a pending result's bytes before (and after) it is written
-_DATA = Storage.data  # the slot itself, under the pending storage's property
 # between a call's return and the STORE_SUBSCR that takes its result: only these (loads and
 # index arithmetic on the key), so no kernel op can run and change the operands meanwhile
 _BETWEEN = ("LOAD_FAST", "LOAD_CONST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "BUILD_TUPLE",
@@ -40,28 +39,17 @@ _CONTAINER_LOADS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD
 _SHARES_WORK = 10_000  # np.shares_memory's search bound (a host-side choice): past it, declined
 
 
-class PendingBinary(Storage):
+class PendingBinary(LazyStorage):
     """An elementwise result tile's storage whose values are computed on first read of ``data``:
     ``x[...] = op(...)`` writes them straight into ``x`` instead (``assign_into``)."""
-    __slots__ = ("operands",)
+    __slots__ = ()
 
-    @property
-    def data(self):
-        """The bytes; the result is computed here if it is still pending."""
-        ops = self.operands
-        if ops is not None:
-            self.operands = None
-            name, va, vb = ops[:3]
-            out = np.empty(va.shape, _BF16)
-            fastpath.binary_into(name, va, vb, out)
-            _DATA.__set__(self, out.reshape(-1).view(_U8))
-        return _DATA.__get__(self)
-
-    @data.setter
-    def data(self, value):
-        """New bytes: the pending result, if any, is dropped."""
-        self.operands = None
-        _DATA.__set__(self, value)
+    def compute(self, operands) -> np.ndarray:
+        """``bf16(a <op> b)`` as bytes, as the eager path computes it."""
+        name, va, vb = operands[:3]
+        out = np.empty(va.shape, _BF16)
+        fastpath.binary_into(name, va, vb, out)
+        return out.reshape(-1).view(_U8)
 
 
 def _store_sites(code) -> dict:
