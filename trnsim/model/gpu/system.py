@@ -11,7 +11,6 @@ from ...errors import ConfigError
 from ..efficiency import Calibration
 from ..precision import Precision, PrecisionError
 from .costs import GpuOpCosts
-from .comm import GpuComm
 from .efficiency import estimator_figures, load_efficiency
 from .systems import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
 
@@ -122,9 +121,10 @@ class GpuSystem:
         return Calibration(factors={}, bands=bands, rows=rows, note=note)
 
     def collectives(self, hardware_file: Optional[str] = None, simulate: bool = False):
-        """Seconds of one collective over this system's GPUs, launch cost included."""
-        # the GPU alpha-beta model until the fabric holds NVLink / InfiniBand domains
-        return GpuComm(self.key, self.nodes, self.catalog, self.figures)
+        """trnsim.fabric over this system's GPUs with NCCL's runtime constants (launch cost, protocol by
+        size): what ``trnsim collective`` prints."""
+        from ...fabric import FabricComm
+        return FabricComm(self.key, instances=self.nodes, lnc=1, hardware_file=hardware_file, simulate=simulate)
 
 
 def is_gpu_system(key: str, hardware_file: Optional[str] = None) -> bool:
