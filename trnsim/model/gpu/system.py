@@ -31,6 +31,7 @@ class GpuSystem:
     nodes: int = 1
     lnc: int = 1
     rank_name: str = "GPU"
+    _costs: dict = field(default_factory=dict, repr=False, compare=False)   # op costs per format, reused
 
     @property
     def key(self) -> str:
@@ -96,6 +97,9 @@ class GpuSystem:
                  efficiency: Optional[Mapping[str, float]] = None) -> GpuOpCosts:
         """Roofline x efficiency on one GPU; training uses the re-fitted op-level factors (the file's lumped
         factors hold the communication and bubbles the estimator adds itself)."""
+        key = (prec.name, training, tuple(sorted((efficiency or {}).items())))
+        if key in self._costs:
+            return self._costs[key]
         eff = dict(efficiency or {})
         if training:
             table = load_efficiency(self.gpu.key)
@@ -104,7 +108,8 @@ class GpuSystem:
             eff.setdefault("matmul", min(1.0, table.matmul[prec.name] * scale))
             eff.setdefault("attention", min(1.0, table.attention[table.attention_precision]
                                             * f["training.matmul_bf16_scale"]))
-        return GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+        costs = self._costs[key] = GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+        return costs
 
     def roofline(self, prec: Precision) -> None:
         """None: the GPU's efficiency factors live inside ``GpuOpCosts``."""
