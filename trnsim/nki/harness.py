@@ -21,6 +21,7 @@ from ..source import SourceLoc, describe, is_internal, strip_internal_frames, us
 from .core import dtypes as dt
 from .core import fastforward, fastpath, races
 from .core.context import KernelContext, maybe_current, running
+from .core.memory import CopySpillRerun
 from .core.conventions import Conventions, conventions
 from .core.storage import Storage
 from .core.tensor import NkiTensor
@@ -243,9 +244,11 @@ def _check_outputs_written(ctx: KernelContext, ret) -> None:
 
 def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventions],
            grid: Tuple = (), lnc: int = 1, options: Optional[Options] = None,
-           writable_inputs: bool = False, kernel_name: Optional[str] = None) -> RunResult:
+           writable_inputs: bool = False, kernel_name: Optional[str] = None,
+           track_spills: bool = False) -> RunResult:
     """Run ``fn`` as a top-level kernel on every grid point or LNC core; ``api``: the compiler's
-    Conventions (or a preset name)."""
+    Conventions (or a preset name); ``track_spills``: record SBUF accesses so that an overflow
+    the compiler's own copies cause can be spilled (set by the rerun that needs it)."""
     __tracebackhide__ = True
     conv = conventions(api)
     opts = options or Options.from_env()
@@ -265,7 +268,7 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
     ret = None
     try:
         if lnc > 1:
-            ret, traces = _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname)
+            ret, traces = _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname, track_spills)
         else:
             trace = Trace(target=opts.target, meta={"kernel": kname, "grid": list(grid), "lnc": 1})
             traces = [trace]
@@ -276,7 +279,8 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
                 programs.mark()
                 ctx = KernelContext(options=opts, conventions=conv, core_id=0, program_id=pid,
                                     grid=grid,
-                                    trace=trace, shared=shared, kernel_name=kname, lnc=1)
+                                    trace=trace, shared=shared, kernel_name=kname, lnc=1,
+                                    track_spills=track_spills)
                 with running(ctx):
                     ret = fn(*cargs, **ckw)
                     ctx.check_capacity()
@@ -288,11 +292,12 @@ def launch(fn: Callable, args: tuple, kwargs: dict, *, api: Union[str, Conventio
         fastpath.drain()  # kernel end: queued PSUM accumulations finish before anything is read
         outputs = _outputs(ret, inputs.any_torch)
         inputs.write_back()
-    except fastforward.Rerun:
+    except (fastforward.Rerun, CopySpillRerun) as e:
         # a fast-forwarded run needs what only a full run records (e.g. SBUF spill planning)
         return launch(fn, args, kwargs, api=api, grid=grid, lnc=lnc,
                       options=opts.replace(fast_forward="off"),
-                      writable_inputs=writable_inputs, kernel_name=kernel_name)
+                      writable_inputs=writable_inputs, kernel_name=kernel_name,
+                      track_spills=track_spills or isinstance(e, CopySpillRerun))
     except TrnsimError as e:
         _locate(e, fn)
         raise e.with_traceback(strip_internal_frames(e.__traceback__)) from None
@@ -333,7 +338,7 @@ def _locate(e: TrnsimError, fn) -> None:
         e.where = f"kernel {loc.function!r} defined at " + describe(loc)
 
 
-def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
+def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname, track_spills=False):
     """LNC=2: two logical cores as threads sharing shared_hbm (barriers and sendrecv sync them)."""
     if lnc not in (1, 2):
         raise LaunchError(f"LNC must be 1 or 2, got {lnc}", rule="lnc-value", limit="1 or 2",
@@ -356,7 +361,8 @@ def _run_lnc(fn, cargs, ckw, conv, lnc, opts, shared, kname):
 
     def body(i):
         ctx = KernelContext(options=opts, conventions=conv, core_id=i, program_id=(i,), grid=(lnc,),
-                            trace=traces[i], shared=shared, kernel_name=kname, lnc=lnc)
+                            trace=traces[i], shared=shared, kernel_name=kname, lnc=lnc,
+                            track_spills=track_spills)
         ctxs[i] = ctx
         ctx.group = group
         ctx.shared_lock = shared_lock
