@@ -221,7 +221,13 @@ class Accountant:
         if policy == "private" or not self.intervals or self.spill_excess:
             return
         got = self.placed   # needs_spill_plan placed the same ranges looking for fragmentation
-        if got is None:
+        if policy == "site_buffers":
+            if trace.instructions.blocks:  # synthesized tiles carry no allocation site
+                from .fastforward import Rerun
+                raise Rerun()
+            from .placement import place_by_site
+            got = place_by_site(self.intervals, self.spec.loop_buffers, self.manual_end)
+        elif got is None:
             from .placement import place_lru, synthesized_ranges
             ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
             if trace.instructions.blocks:  # fast-forwarded iterations: as a full run has them
