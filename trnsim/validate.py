@@ -192,3 +192,23 @@ def positive_int(text: Any, option: str) -> int:
                           where=f"{option} {text}")
     return v
 
+
+
+# command-line destinations whose API parameter has another name
+_CLI_ALIASES = {"input": "input_len", "output": "output_len"}
+
+
+def check_args(args: Any) -> None:
+    """Every numeric option of a parsed command line checked against the limits the Python API uses
+    (``trnsim.checks``), so both faces refuse the same values with the same error.  Text options
+    are left to their own parsers."""
+    import numbers
+
+    from .checks import check_value, param_rule
+    for dest, value in vars(args).items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            continue
+        name = _CLI_ALIASES.get(dest, dest)
+        rule = param_rule(name)
+        if rule is not None:
+            setattr(args, dest, check_value(name, value, where=f"{rule.get('option', dest)} {value}"))

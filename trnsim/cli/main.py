@@ -144,6 +144,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     want_json = bool(getattr(args, "json", False)) or want_json
     try:
+        from ..validate import check_args
+        check_args(args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             rc = args.func(args)
