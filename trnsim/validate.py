@@ -139,6 +139,9 @@ def check_output_path(path: str, option: str, directory: bool = False) -> str:
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"the folder of {option} is not writable: {parent}", rule="output-path",
                           value=path, where=where)
+    if not directory:
+        from .outputs import check_target
+        check_target(path, option)  # an existing device, FIFO or socket is never written over
     return p
 
 

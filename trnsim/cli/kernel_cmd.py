@@ -170,10 +170,9 @@ def _top(args) -> int:
 
 
 def _save(path, doc) -> None:
-    import json
+    from ..outputs import dumps_strict, write_text
     from .output import _default
-    with open(path, "w") as f:
-        json.dump(doc, f, default=_default)
+    write_text(path, dumps_strict(doc, default=_default), "--save")
 
 
 def con_print(text: str) -> None:

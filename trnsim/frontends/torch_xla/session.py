@@ -131,9 +131,8 @@ class Session:
         s = summarize(self)
         print_summary(s, sys.stderr)
         if self.json_path:
-            import json
-            with open(self.json_path, "w", encoding="utf-8") as f:
-                json.dump(s, f, indent=2, default=str)
+            from ...outputs import dumps_strict, write_text
+            write_text(self.json_path, dumps_strict(s, default=str, indent=2))
         if self.report:
             from .report_html import write_report
             write_report(self, s, self.report)
