@@ -134,6 +134,51 @@ def finite(value: Any, what: str, where: Optional[str] = None, *, low: Optional[
     return v
 
 
+# ----------------------------------------------------------------------- sizes and counts
+# The one grammar of sizes and counts users type (documented in README, "Sizes and counts"):
+#   sizes (bytes):  a number, then B, or an IEC prefix KiB MiB GiB TiB (powers of 2), or an SI prefix
+#                   KB MB GB TB (powers of 10); a bare K M G T means KiB MiB GiB TiB, as nccom-test reads
+#                   it.  A lower-case b means bits (Gb, Mb, kb, b): refused, never read as bytes.
+#   counts (tokens, requests): a number, then nothing or an SI prefix K M G T (powers of 10): 1T = 10^12.
+COUNT_PREFIXES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+BITS_HINT = "a lower-case b means bits; write B for bytes, e.g. 1GB (10^9 bytes) or 1GiB (2^30 bytes)"
+
+
+def is_bits_unit(unit: str) -> bool:
+    """True for a unit written in bits (``Gb``, ``Mib``, ``kb``, ``b``): the last letter a lower-case b."""
+    return bool(unit) and unit.endswith("b")
+
+
+def parse_count(text: Any, what: str = "count", where: Optional[str] = None) -> float:
+    """``"1T"`` -> 1e12, ``"15T"``, ``"2.5M"``, ``"1e12"``, ``4096``: a positive finite count with an
+    optional SI prefix (K M G T, powers of 10); anything else is a ConfigError naming the grammar."""
+    import re
+    if isinstance(text, bool):
+        raise ConfigError(f"{what} must be a number", rule="count-grammar", value=str(text), where=where)
+    if isinstance(text, numbers.Real):
+        v = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\s*", str(text))
+        if not m or m.group(2).lower() not in COUNT_PREFIXES:
+            raise ConfigError(f"cannot read {what} {text!r}", rule="count-grammar",
+                              limit="a number with an optional K, M, G or T (powers of 10)", value=str(text),
+                              where=where, hint="e.g. 1T (10^12), 250G, 4M, 1e12")
+        v = float(m.group(1)) * COUNT_PREFIXES[m.group(2).lower()]
+    if not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"{what} must be a positive finite number", rule="count-grammar", limit="> 0",
+                          value=_show(v), where=where)
+    return v
+
+
+def count_arg(text: str) -> float:
+    """argparse ``type=`` for a count option (``--tokens 1T``): the grammar of ``parse_count``."""
+    import argparse
+    try:
+        return parse_count(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"{e.message} ({e.limit or ''}; e.g. 1T, 250G, 4M, 1e12)") from None
+
+
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> list:
     """The nearest names of ``choices`` to ``name`` (case-insensitive), best first."""
     pool = [str(c) for c in choices]

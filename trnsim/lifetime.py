@@ -9,16 +9,21 @@ with one line, Ray started by trnsim is shut down on every way out.
   instead of a C++ stack from a library's fatal-signal handler.
 - ``on_exit(fn)`` registers a clean-up for normal exit, errors and those signals alike.
 
+- ``time_limit(seconds, what)`` bounds a run (``trnsim kernel --timeout``).
+
 Imports nothing above ``errors``.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
+
+from .errors import TrnsimError
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _WATCH_S = 0.5        # how often the portable watch looks at its parent
@@ -92,6 +97,46 @@ def install_signal_handlers() -> None:
                 signal.signal(sig, _raise_terminated)
             except (ValueError, OSError):  # pragma: no cover - embedded interpreters
                 pass
+
+
+class RunTimeout(TrnsimError):
+    """A run went past the ``--timeout`` its user set (an endless loop in a kernel, a huge problem)."""
+    rule = "timeout"
+
+
+@contextlib.contextmanager
+def time_limit(seconds: Optional[float], what: str, option: str = "--timeout") -> Iterator[None]:
+    """Stop the block with a ``RunTimeout`` after ``seconds`` of wall time (None: no limit).  Uses
+    SIGALRM, so it bounds Python code (a kernel's own loops) from the main thread; elsewhere it is off."""
+    if not seconds or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise RunTimeout(f"{what} did not finish within {seconds:g} s", limit=f"{seconds:g} s",
+                         value=f"> {seconds:g} s", where=_user_line(frame) or f"{option} {seconds:g}",
+                         hint="a loop that never ends? otherwise raise " + option)
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _user_line(frame) -> Optional[str]:
+    """``file:line`` (and the code) of the innermost frame outside trnsim: where a kernel was running."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    while frame is not None:
+        f = os.path.abspath(frame.f_code.co_filename)
+        if not f.startswith(pkg + os.sep) and not f.startswith("<"):
+            import linecache
+            code = linecache.getline(f, frame.f_lineno).strip()
+            return f"{f}:{frame.f_lineno}" + (f"\n    {code}" if code else "")
+        frame = frame.f_back
+    return None
 
 
 _CLEANUPS: List[Callable[[], None]] = []

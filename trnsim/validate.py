@@ -183,6 +183,30 @@ def host_memory_bytes() -> Optional[int]:
         return None
 
 
+def available_memory_bytes() -> Optional[int]:
+    """Memory this machine can still hand out (Linux ``MemAvailable``), else its physical memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return host_memory_bytes()
+
+
+def check_host_memory(need: int, what: str, where: str, avail: Optional[int] = None,
+                      hint: str = "use a smaller size") -> int:
+    """Refuse work that needs more memory than this machine has free, naming the bytes it would need."""
+    avail = available_memory_bytes() if avail is None else avail
+    if avail is not None and need > avail:
+        raise CapacityError(f"{what} needs about {need:,} bytes of host memory, more than the "
+                            f"{avail:,} bytes free on this machine", rule="host-memory",
+                            limit=f"{avail:,} bytes free", value=f"{need:,} bytes", where=where,
+                            hint=hint)
+    return need
+
+
 def positive_int(text: Any, option: str) -> int:
     """An option that must be a positive integer (``--lnc``, ``--seed`` bounds aside)."""
     try:
