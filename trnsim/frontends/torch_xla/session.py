@@ -37,6 +37,14 @@ class GraphInfo:
     uses: int = 0
 
 
+def does_device_work(calls: List[Call]) -> bool:
+    """True when a cut holds something the device would run: an op with FLOPs or bytes, a collective, or
+    an op with no Trainium lowering (reported); views and scalar reads (``aten::_local_scalar_dense``) alone
+    are not a graph."""
+    g = graph_ops(calls)
+    return bool(g.collectives or g.unlowered or any(it.op.flops > 0 or it.op.bytes > 0 for it in g.items))
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One executed graph (one ``mark_step``)."""
@@ -88,6 +96,10 @@ class Session:
             return None
         rec.enabled = False
         try:
+            if not does_device_work(calls):
+                # only host reads since the last cut (a `loss.item()` between steps, a print): no graph runs
+                # on the device, so it is no step of its own; its CPU time stays with the next step
+                return None
             r = self._account(calls, cpu)
         finally:
             rec.enabled = True
