@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Mapping, Optional, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
@@ -70,6 +71,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     served by one replica of tp x pp (x ep) ranks of any system (a Trainium instance or UltraServer, a GPU
     system); with ``rate``, continuous batching of a request mix."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, ep=ep, batch=batch, input_len=input_len, output_len=output_len,
+                 rate=rate, requests=requests, max_batch=max_batch, seed=seed)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,
                        training=False)
     cfg, system = ctx.cfg, ctx.system

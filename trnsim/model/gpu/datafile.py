@@ -39,8 +39,11 @@ def read_toml_file(path: str, rule: str = "data-file") -> dict:
             return _toml.load(f)
     except FileNotFoundError:
         raise HardwareFileError(f"data file not found: {path}", rule=rule, value=path) from None
-    except _toml.TOMLDecodeError as e:
+    except (_toml.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise HardwareFileError(f"data file {path} is not valid TOML: {e}", rule=rule + "-syntax",
+                                value=path) from None
+    except OSError as e:  # a folder, no permission, a device that cannot be read
+        raise HardwareFileError(f"cannot read data file {path}: {e.strerror or e}", rule=rule,
                                 value=path) from None
 
 
