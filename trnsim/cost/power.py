@@ -8,7 +8,7 @@ from typing import Dict, Mapping, Optional
 
 from ..errors import ConfigError, HardwareFileError
 from ..hardware.catalog import load_catalog
-from ..model.gpu.datafile import Figure, read_toml_file, unwrap_figures
+from ..hardware.figures import Figure, read_toml, unwrap_figures
 from ..model.gpu.systems import load_gpu_catalog
 from .prices import canonical_system
 
@@ -63,10 +63,10 @@ def _check(name: str, v, lo: float, hi: float) -> None:
 def load_power_model(path: Optional[str] = None) -> PowerModel:
     """Read power.toml (or ``path``); a missing or malformed figure is an error naming its key."""
     p = path or POWER_FILE
-    raw = read_toml_file(p, "power-file")
+    raw = read_toml(p, "power-file")
     prov: Dict[str, Figure] = {}
     tags = raw.get("sources", {})
-    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", p, prov, tags)
+    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", p, prov, tags, "data-file")
     d = vals.get("defaults", {})
     for k in ("pue", "host_overhead_fraction", "idle_fraction"):
         if k not in d:

@@ -13,7 +13,7 @@ from typing import Dict, Mapping, Optional, Tuple
 from ...errors import ConfigError, HardwareFileError
 from ...hardware.catalog import instance_name_key, load_catalog
 from ...hardware.loader import DATA_DIR, build
-from .datafile import Figure, read_toml_file, unwrap_figures
+from ...hardware.figures import Figure, read_toml, unwrap_figures
 
 GPU_FILE = os.path.join(DATA_DIR, "gpus.toml")
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -160,7 +160,7 @@ def _table(table, path: str, file: str, prov: Dict[str, Figure], tags) -> dict:
 @functools.lru_cache(maxsize=8)
 def _cached(path: Optional[str], user_file: Optional[str], stamp: tuple = ()) -> GpuCatalog:
     if path:
-        return parse_gpu_catalog(read_toml_file(path, "hardware-file"), path)
+        return parse_gpu_catalog(read_toml(path, "hardware-file"), path)
     raw = load_catalog(user_file).extra.get("gpus")
     if raw is None:
         raise HardwareFileError(f"no GPU data: {GPU_FILE} is missing", rule="hardware-file", value=GPU_FILE)
