@@ -155,7 +155,7 @@ def _read_price_csv(path: str) -> Dict[str, float]:
 def canonical_system(name: str) -> str:
     """The catalog key of a Trainium instance or GPU system (aliases resolved); else the name as given."""
     from ..hardware.catalog import load_catalog
-    from ..model.gpu.systems import load_gpu_catalog
+    from ..hardware.gpus import load_gpu_catalog
     try:
         return load_catalog().instance(name).key
     except ConfigError:

@@ -40,7 +40,7 @@ def unwrap(table: Mapping, path: str, sources: Sources, file: str) -> dict:
     """Replace every figure table by its value, recording ``path -> source`` (with its note) in ``sources``."""
     prov: Dict[str, Figure] = {}
     out = unwrap_figures(table, path, file, prov)
-    sources.update({p: f.source + (f" — {f.note}" if f.note else "") for p, f in prov.items()})
+    sources.update({p: f.describe() for p, f in prov.items()})
     return out
 
 

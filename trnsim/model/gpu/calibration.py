@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional
 
 from ...errors import HardwareFileError
 from ...hardware.figures import read_toml, unwrap_figures
-from .systems import GpuCatalog, load_gpu_catalog
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

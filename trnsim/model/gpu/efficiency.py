@@ -13,7 +13,7 @@ from typing import Dict, Mapping, Optional
 
 from ...errors import ConfigError, HardwareFileError
 from ...hardware.figures import Figure, read_toml, unwrap_figures
-from .systems import PRECISIONS
+from ...hardware.gpus import PRECISIONS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 EFFICIENCY_FILE = os.path.join(DATA, "efficiency.toml")
