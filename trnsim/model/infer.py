@@ -109,7 +109,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     if rate:
         from .serving import simulate_serving
         serving = simulate_serving(ctx, par, rate, input_dist or str(input_len), output_dist or str(output_len),
-                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed)
+                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed,
+                                   step_seconds=step_seconds)
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(f"collectives timed by {ctx.comm_name}")
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
