@@ -33,6 +33,8 @@ def model(r, rt, size=None):
     ranks = ranks_for_count(topo, r["ranks"])
     topo = group_topology(topo, ranks)
     s = size or (GiB if r["metric"] == "best_busbw_GBps" else r["size"])
+    # the class's own curve at the row's size: each class is fitted where the runtime ran it (a prediction
+    # then takes the least of it and the padded larger classes, fabric.runtime.padded_sizes)
     best, _, _ = best_schedule(topo, r["op"], s, RankSet(topo, ranks), cfg, tuple(ALGORITHMS), rt=rt, mode="runtime")
     t = best[0] + rt.launch_overhead_s
     if r["metric"] == "best_busbw_GBps":

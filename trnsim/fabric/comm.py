@@ -13,10 +13,10 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from .algorithms import ALGORITHMS
 from .closed_form import algorithm_pieces, piece_times
-from .collectives import best_schedule, canonical_op
+from .collectives import canonical_op, runtime_schedule
 from .config import load_fabric_config
 from .gpu import build_gpu_topology, gpu_system_key, nccl_time
-from .runtime import CLASS_OF, class_topology, group_topology, pick
+from .runtime import CLASSES_OF, class_topology, group_topology, padded_sizes, pick
 from .schedule import RankSet
 from .topology import build_topology
 
@@ -78,13 +78,22 @@ class FabricComm:
         else:
             coeffs = None if self.simulate else self._fast(op, group)
             if coeffs:
-                mode = "runtime" if self.runtime else "fastest"
-                name, t = pick(piece_times(coeffs, float(size_bytes), self.step_s), float(size_bytes), self.cfg, mode)
+                name, t = self._pick(coeffs, float(size_bytes))
+                for padded in padded_sizes(float(size_bytes), self.cfg) if self.runtime else ():
+                    alt = self._pick(coeffs, padded)
+                    if alt[1] < t:
+                        name, t = alt
             else:
                 name, t = self._simulated(op, float(size_bytes), group)
             hit = (name, t + self.launch_s)
         self._memo[key] = hit
         return hit
+
+    def _pick(self, coeffs, size: float) -> Tuple[str, float]:
+        """(algorithm, network + step seconds) the runtime picks at ``size`` from the closed forms."""
+        times = piece_times([(c[0],) + c[2:] for c in coeffs], size, self.step_s)
+        return pick([(n, c[1], t) for (n, t), c in zip(times, coeffs)], size, self.cfg,
+                    "runtime" if self.runtime else "fastest")
 
     def _fast(self, op: str, group: Tuple[int, ...]) -> Optional[list]:
         """Closed-form candidates of a regular-grid group, or None (irregular: simulate instead); shared by
@@ -95,8 +104,8 @@ class FabricComm:
         """The flow simulator's choice and its seconds (no launch overhead)."""
         topo = group_topology(self.topology, group)
         rs = RankSet(topo, group)
-        best, _, skipped = best_schedule(topo, op, size, rs, self.cfg, tuple(ALGORITHMS), rt=self.rt,
-                                         mode="runtime" if self.runtime else "fastest")
+        best, _, skipped = runtime_schedule(topo, op, size, rs, self.cfg, tuple(ALGORITHMS), self.rt,
+                                            "runtime" if self.runtime else "fastest")
         if best is None:
             from ..errors import ConfigError
             raise ConfigError(f"no algorithm can run {op} over {rs.n} ranks of {self.topology.name}"
@@ -114,8 +123,9 @@ def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str],
     rt = cfg.runtime(topo.chip) if runtime else None
     out = []
     for cls in ("mesh", "rdh", "ring"):  # each class at its own fraction of link rate
-        names = tuple(n for n in ALGORITHMS if CLASS_OF[n] == cls)
-        out += algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo, op, rs, cfg, names)
+        names = tuple(n for n in ALGORITHMS if cls in CLASSES_OF[n][:None if runtime else 1])
+        out += [(c[0], cls) + c[1:] for c in algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo,
+                                                                op, rs, cfg, names)]
     return out
 
 
