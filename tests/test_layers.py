@@ -249,7 +249,6 @@ def module_graph() -> Dict[str, Dict[str, List[str]]]:
 KNOWN_FILE_CYCLES = {
     frozenset({"trnsim.model.config", "trnsim.model.hf", "trnsim.model.hf_families"}),
     frozenset({"trnsim.model.infer", "trnsim.model.serving"}),
-    frozenset({"trnsim.timing.collectives", "trnsim.timing.costs"}),
     frozenset({"trnsim.timing.deps", "trnsim.timing.encode", "trnsim.timing.native",
                "trnsim.timing.scheduler"}),
     frozenset({"trnsim.nki.core.access_kinds", "trnsim.nki.core.access_pattern", "trnsim.nki.core.tensor",
