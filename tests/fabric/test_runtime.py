@@ -13,7 +13,7 @@ MiB, GiB = 2 ** 20, 2 ** 30
 def test_the_runtime_class_follows_the_size_as_the_trn2_rows_print(size, cls):
     # P207-P211: 16 ranks print mesh, mesh, rdh, kangaring at 4 B, 128 KiB, 2 MiB, 512 MiB
     assert size_class(size, load_fabric_config()) == cls
-    r = collective("trn2.48xlarge", "all-reduce", size, ranks=16)
+    r = collective("trn2.48xlarge", "all-reduce", size, ranks=16, in_graph=False)  # as nccom-test ran them
     if size in (4, 2 * MiB):
         assert r.algorithm == {"mesh": "direct", "rdh": "rdh"}[cls]
     if size == 512 * MiB:
@@ -39,9 +39,13 @@ def test_a_mesh_all_reduce_by_hand():
     S = 4096
     pair = min(2 * rt.core_dma_bytes_per_s * 2, 2 * rt.core_pair_bytes_per_s * 2)  # LNC=2: two cores' DMA
     want = rt.launch_overhead_s + 2 * rt.step_overhead_s + 2 * (cfg.step_s + S / pair)
-    r = collective("trn2", "all-reduce", S, ranks=2, lnc=2)
+    r = collective("trn2", "all-reduce", S, ranks=2, lnc=2, in_graph=False)
     assert r.algorithm == "direct" and r.time_us * 1e-6 == pytest.approx(want, rel=1e-9)  # below the padded RDH
-    assert FabricComm("trn2", lnc=2).time_s("all-reduce", S, [0, 1]) == pytest.approx(want, rel=1e-9)
+    assert FabricComm("trn2", lnc=2, in_graph=False).time_s("all-reduce", S, [0, 1]) == pytest.approx(want, rel=1e-9)
+    # inside a compiled graph: its one fixed cost instead of the launch and the per-message costs
+    graph = rt.graph_call_overhead_s + 2 * (cfg.step_s + S / pair)
+    assert FabricComm("trn2", lnc=2).time_s("all-reduce", S, [0, 1]) == pytest.approx(graph, rel=1e-9)
+    assert collective("trn2", "all-reduce", S, ranks=2, lnc=2).time_us * 1e-6 == pytest.approx(graph, rel=1e-9)
 
 
 def test_orderings_group_size_message_size_and_span():
@@ -84,3 +88,21 @@ def test_runtime_off_is_the_nominal_fastest():
     full = FabricComm("trn2.48xlarge", lnc=2)
     for size in (4096, 2 * MiB, GiB):
         assert nominal.time_s("all-reduce", size, range(64)) < full.time_s("all-reduce", size, range(64))
+
+
+def test_size_by_group_table_by_hand():
+    from trnsim.fabric import collective_table
+    comm = FabricComm("trn2.48xlarge", instances=2, lnc=2)
+    rows = collective_table(comm, [("all-reduce", 16384, range(4), 80), ("all_reduce", 16384, range(4), 80),
+                                   ("all-gather", MiB, range(0, 128, 4), 2), ("all-to-all", 4 * MiB, range(64), 1)])
+    assert [r.ranks for r in rows] == [4, 32, 64]
+    tp, dp, ep = rows
+    assert tp.calls == 160 and tp.links == ("intra-chip",)
+    assert tp.time_per_call_s == comm.time_s("all-reduce", 16384, range(4))
+    assert tp.total_s == pytest.approx(160 * tp.time_per_call_s)
+    assert dp.links == ("NeuronLink", "EFA") and ep.links == ("intra-chip", "NeuronLink")
+    gpu = collective_table(FabricComm("p5.48xlarge", instances=2), [("all-reduce", 16384, range(8), 1),
+                                                                   ("all-reduce", MiB, [0, 8], 1)])
+    assert gpu[0].links == ("NVLink",) and gpu[0].algorithm == "ring/LL"
+    assert gpu[1].links == ("EFA",)
+    assert gpu[0].to_dict()["links"] == ["NVLink"]

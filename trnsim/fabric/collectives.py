@@ -92,8 +92,10 @@ def ranks_for_count(topo: Topology, count: int) -> Optional[Tuple[int, ...]]:
 
 def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union[None, int, Sequence[int]] = None,
                instances: int = 1, algorithm: Optional[str] = None, lnc: Optional[int] = None,
-               hardware_file: Optional[str] = None) -> CollectiveResult:
-    """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all)."""
+               hardware_file: Optional[str] = None, in_graph: bool = True) -> CollectiveResult:
+    """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all).
+    ``in_graph``: the collective runs inside a compiled graph, as a model's do (its one fixed cost); False:
+    launched on its own, as nccom-test runs it (launch and per-message costs)."""
     op = canonical_op(op)
     size = parse_size(size_bytes)
     if gpu_system_key(system, hardware_file) is not None:
@@ -102,16 +104,16 @@ def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union
     if isinstance(ranks, (int, np.integer)) and not isinstance(ranks, bool):
         ranks = ranks_for_count(topo, int(ranks))
     key = None if ranks is None else tuple(int(r) for r in ranks)
-    return _cached(topo, op, size, key, algorithm, hardware_file)
+    return _cached(topo, op, size, key, algorithm, hardware_file, bool(in_graph))
 
 
 @functools.lru_cache(maxsize=4096)
 def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str],
-            hardware_file: Optional[str]) -> CollectiveResult:
+            hardware_file: Optional[str], in_graph: bool = True) -> CollectiveResult:
     cfg = load_fabric_config(hardware_file)
     topo = group_topology(topo, ranks)
     rs = RankSet(topo, ranks)
-    rt = cfg.runtime(topo.chip)
+    rt = cfg.runtime(topo.chip).call(in_graph)
     n = rs.n
     if op == "send-recv" and n < 2:
         raise ConfigError("send-recv needs at least two ranks", rule="fabric-ranks", limit=">= 2", value=n)
