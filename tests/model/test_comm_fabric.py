@@ -23,7 +23,7 @@ def test_the_default_is_the_fabric_with_its_runtime_constants():
 def test_a_model_collective_is_the_dual_ring_by_hand_plus_the_launch_cost():
     ctx = make_context("llama-2-7b", "trn2.48xlarge", lnc=2)
     cfg = load_fabric_config()
-    rt = cfg.runtime("trn2")
+    rt = cfg.runtime("trn2").call(in_graph=True)   # a model's collectives run inside its compiled graph
     N, S = 16, 1 * GiB
     ranks = [4 * c for c in range(N)]  # one rank on each chip of the 4x4 torus
     port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction, at the runtime's efficiency
