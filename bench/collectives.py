@@ -18,7 +18,6 @@
 """
 import argparse
 import csv
-import dataclasses
 import json
 import os
 import sys
