@@ -216,7 +216,7 @@ def _gpu_leaves():
 
 @pytest.mark.parametrize("path,value", list(_gpu_leaves()), ids=lambda x: str(x))
 def test_gpu_figure_is_read_or_refused(tmp_path, path, value):
-    from trnsim.model.gpu.systems import load_gpu_catalog
+    from trnsim.hardware.gpus import load_gpu_catalog
     new = str(value * 2) if path.endswith(".gpus") else _changed(value)  # nvlink_domain <= gpus
     hw = _override(tmp_path, "gpus", path, new)
     if _descriptive("gpus", path):
