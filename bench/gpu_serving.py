@@ -86,8 +86,12 @@ class Engine:
         return self.est(max(1, int(round(batch))), ctx, 1).tpot_ms / 1e3
 
     def prefill_s(self, batch: int, inp: int) -> float:
-        """Prefill of ``batch`` prompts of ``inp`` tokens."""
-        return self.est(batch, inp, 1).ttft_ms / 1e3
+        """Prefill of ``batch`` prompts of ``inp`` tokens on the GPUs (without the per-request server path)."""
+        return self.est(batch, inp, 1).ttft_ms / 1e3 - self.fw("request_overhead_s", 0.0)
+
+    def ttft_s(self, inp: int) -> float:
+        """TTFT of one request through the server (the framework's per-request cost included)."""
+        return self.prefill_s(1, inp) + self.fw("request_overhead_s", 0.0)
 
     def fw(self, key: str, default: float) -> float:
         """A framework figure from the estimate's serving notes, else the pre-rework default."""
@@ -99,11 +103,15 @@ def offline_tps(en: Engine, row: dict, batch: int) -> float:
     """Output tokens/s of one replica at steady state with ``batch`` sequences in flight (continuous batching:
     each step decodes every sequence; new prompts are prefilled in chunks of the framework's token budget)."""
     inp, out = row["input"], row["output"]
+    t_dec = en.decode_s(batch, inp + out // 2)
+    return batch * out / (out * t_dec + batch * prefill_per_request(en, inp))
+
+
+def prefill_per_request(en: Engine, inp: int) -> float:
+    """GPU time to prefill one prompt when prompts are packed into the framework's prefill token budget."""
     chunk = en.fw("prefill_chunk_tokens", 8192)
     per_chunk = max(1, int(chunk // inp))
-    pre_per_req = en.prefill_s(per_chunk, inp) / per_chunk if inp <= chunk else en.prefill_s(1, inp)
-    t_dec = en.decode_s(batch, inp + out // 2)
-    return batch * out / (out * t_dec + batch * pre_per_req)
+    return en.prefill_s(per_chunk, inp) / per_chunk if inp <= chunk else en.prefill_s(1, inp)
 
 
 def predict(row: dict):
@@ -126,36 +134,35 @@ def predict(row: dict):
             en.est(b, inp, out, check=True)
             t = en.prefill_s(b, inp) + (out - 1) * en.decode_s(b, inp + out // 2)
             v, note = b * out / t * reps, f"batch {b}"
-        elif sc == "static_ttft":
+        elif sc == "static_ttft":   # an engine benchmark: no server path
             en.est(1, inp, out, check=True)
-            v, note = en.est(1, inp, out).ttft_ms, ""
+            v, note = en.prefill_s(1, inp) * 1e3, "engine only"
         elif sc == "ttft":
             en.est(1, inp, out, check=True)
-            v = en.prefill_s(1, inp) * 1e3 + en.fw("request_overhead_s", 0.0) * 1e3
-            note = "light load"
+            v, note = en.ttft_s(inp) * 1e3, "light load"
         elif sc in ("rate", "server_tps"):
             rate = row["rate"] / reps
+            cap = en.capacity(inp, out, min(int(en.fw("max_batch", 2048)), row.get("concurrency", 1 << 30) // reps))
+            if cap == 0:
+                return None, "refused: batch 1 does not fit"
             c = 1.0
+            t_pre, busy = en.ttft_s(inp), min(0.95, rate * prefill_per_request(en, inp))
             for _ in range(30):   # Little's law fixed point: concurrency = rate x request latency
-                t_pre = en.prefill_s(1, inp)
-                t_dec = en.decode_s(max(1, c), inp + out // 2)
-                busy = min(0.95, rate * t_pre)        # share of time spent prefilling new prompts
-                tpot = t_dec / (1.0 - busy)
-                c_new = min(rate * (t_pre + out * tpot), row.get("concurrency", 1 << 30) / reps)
+                # prompts arriving at `rate` take a share `busy` of the GPU time between decode steps
+                tpot = en.decode_s(max(1, c), inp + out // 2) / (1.0 - busy)
+                c_new = min(rate * (t_pre + out * tpot), cap)
                 if abs(c_new - c) < 0.01 * c:
                     break
                 c = 0.5 * (c + c_new)
-            en.est(max(1, int(math.ceil(c))), inp, out, check=True)
-            cap_rps = c / (t_pre + out * tpot)
-            if sc == "server_tps":
-                v = min(rate, cap_rps) * out * reps
+            if sc == "server_tps":   # completed tokens: the offered load, or what the deployment sustains
+                v = min(rate * out, offline_tps(en, row, cap)) * reps
             else:
                 v = tpot * 1e3
-            note = f"concurrency {c:.0f}/replica"
+            note = f"concurrency {c:.0f}/replica (memory holds {cap})"
         elif sc == "closed":
             c = row["concurrency"]
             en.est(c, inp, out, check=True)
-            t_pre = en.prefill_s(1, inp) + en.fw("request_overhead_s", 0.0)
+            t_pre = en.ttft_s(inp)
             itl = en.decode_s(c, inp + out // 2)
             if c > 1:   # the other users' prompts interrupt decoding: c prefills per cycle of every user
                 cycle = t_pre + out * itl

@@ -17,31 +17,42 @@ from .results import InferenceEstimate
 from .transformer import inference_graph
 
 
-def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool) -> dict:
-    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm."""
+def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool, kv_bytes: float = 0.0,
+                 attention_dp: int = 1, step_overhead_s: float = 0.0) -> dict:
+    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm.
+
+    ``kv_bytes``: KV-cache element size attention reads (0: activation width). ``attention_dp`` > 1: attention
+    runs data-parallel over that many groups of tp / attention_dp ranks (each with its own sequences) and the
+    experts are spread over all ``par.ep`` ranks, tokens reaching them by all-to-all. ``step_overhead_s``: the
+    serving framework's fixed cost per forward step."""
     cfg = ctx.cfg
     a = float(figure("estimator", "inference.activation_bytes"))
-    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=True)
+    adp = max(1, int(attention_dp))
+    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=adp == 1, kv_bytes=kv_bytes, tp=max(1, par.tp // adp))
     if decode and lay.sp:   # one token per sequence: nothing to split along the sequence
         lay = replace(lay, sp=False)
-    graph = inference_graph(cfg, lay, batch, q, kv, decode)
+    b = -(-batch // adp)
+    graph = inference_graph(cfg, lay, b, q, kv, decode)
     compute = graph.time(ctx.costing.seconds)
     layers = cfg.layers / par.pp
-    T = batch * q
+    T = b * q
     comm = 0.0
-    if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
-        ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
+    if lay.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
+        ranks, size = group_ranks(par, "tp")[:lay.tp], T * cfg.hidden * a
         if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
             per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
         else:
             per = ctx.comm_s("all-reduce", size, ranks)
         comm += (2 * layers + 1) * per
+    if adp > 1 and cfg.is_moe and par.ep > 1:   # dispatch to the experts' ranks and combine back
+        ranks = list(range(par.ep))
+        comm += cfg.moe_layers / par.pp * 2 * ctx.comm_s("all-to-all", T * cfg.top_k * cfg.hidden * a, ranks)
     # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
     # layer's all-reduce, no all-to-all is needed
     p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
     stage = compute + comm
-    return dict(total=par.pp * stage + (par.pp - 1) * p2p, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=(par.pp - 1) * p2p, stage=stage)
+    return dict(total=par.pp * stage + (par.pp - 1) * p2p + step_overhead_s, compute=par.pp * compute,
+                comm=par.pp * comm, p2p=(par.pp - 1) * p2p, stage=stage, overhead=step_overhead_s)
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int) -> int:

@@ -100,6 +100,7 @@ class InferenceEstimate:
     sim_seconds: float
     serving: Optional[ServingEstimate] = None
     notes: Tuple[str, ...] = field(default_factory=tuple)
+    framework: Optional[Mapping[str, Any]] = None   # the serving framework's figures and the KV-cache format
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""

@@ -20,6 +20,7 @@ from ..results import InferenceEstimate, TrainingEstimate
 from ..transformer import Layout, optimizer_graph, training_graph
 from .comm import GpuComm, estimator_figures
 from .costs import GpuOpCosts
+from .serving_costs import GpuServingCosts
 from .efficiency import load_efficiency
 from .systems import GpuCatalog, load_gpu_catalog
 
@@ -71,6 +72,7 @@ class GpuContext:
     comm: GpuComm
     figures: Mapping[str, float]
     comm_name: str = "GpuComm"
+    gpu_hbm_bytes_per_s: float = 0.0
     _memo: dict = field(default_factory=dict)
 
     @property
@@ -117,12 +119,16 @@ def make_gpu_context(model: Union[str, ModelConfig], system: str, nodes: int = 1
         eff.setdefault("matmul", min(1.0, table.matmul[gprec] * scale))
         eff.setdefault("attention", min(1.0, table.attention[table.attention_precision]
                                         * fig["training.matmul_bf16_scale"]))
-    costs = GpuOpCosts(spec.gpu, gprec, efficiency=eff, catalog=cat)
+        costs = GpuOpCosts(spec.gpu, gprec, efficiency=eff, catalog=cat)
+    else:
+        # serving costs each op by phase and shape (serving.toml); ``efficiency`` overrides its factors
+        costs = GpuServingCosts(spec.gpu, gprec, overrides=eff, catalog=cat)
     gpu = cat.gpus[spec.gpu]
     return GpuContext(cfg=model if isinstance(model, ModelConfig) else load_model(model), system_key=spec.key,
                       gpus_per_node=spec.gpus, nodes=int(nodes), precision=gprec, mm_dtype=dtype,
                       gpu_hbm_bytes=gpu.hbm_bytes, peak=gpu.peak_flops(gprec), costing=_Costing(costs),
-                      comm=GpuComm(spec.key, nodes, cat, fig), figures=fig)
+                      comm=GpuComm(spec.key, nodes, cat, fig), figures=fig,
+                      gpu_hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s)
 
 
 def _overrides(ctx: GpuContext) -> dict:
@@ -152,7 +158,7 @@ def estimate_gpu_training(model: Union[str, ModelConfig], system: str = "p5.48xl
     mem = training_memory(cfg, par, micro_batch, seq, recompute, ctx.gpu_hbm_bytes, over)
     if check_memory and not mem.fits:
         raise fit_error(mem, ["--recompute full", f"--tp {tp * 2}", f"--pp {pp * 2}"],
-                        f"training {cfg.name} on {ctx.system_key} with tp={par.tp} pp={par.pp} dp={par.dp}")
+                        f"training {cfg.name} on {ctx.system_key} with tp={par.tp} pp={par.pp} dp={par.dp}", unit="GPU")
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))
     graph = training_graph(cfg, lay, micro_batch, seq, recompute)
     sec = ctx.costing.seconds
@@ -192,13 +198,70 @@ def estimate_gpu_training(model: Union[str, ModelConfig], system: str = "p5.48xl
                "collectives timed by GpuComm (alpha-beta, NVLink + EFA/IB)"))
 
 
+def _gpu_words(err: ConfigError) -> ConfigError:
+    """The shared layout rules speak of NeuronCores; on a GPU system a rank is a GPU."""
+    msg = str(err.args[0]) if err.args else str(err)
+    for a, b in (("logical NeuronCores", "GPUs"), ("NeuronCores", "GPUs"), ("NeuronCore", "GPU"),
+                 (", LNC=1", "")):
+        msg = msg.replace(a, b)
+    err.args = (msg,) + tuple(err.args[1:])
+    return err
+
+
+def serving_layout(cfg: ModelConfig, ctx: GpuContext, tp: int, pp: int, ep: int, attention_dp: int,
+                   replicas: int) -> Parallel:
+    """The Parallel of one serving replica: tp x pp GPUs, attention over ``attention_dp`` groups of
+    tp / attention_dp GPUs, experts over ``ep`` GPUs; ``replicas`` copies of it must fit the system."""
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("attention_dp", attention_dp), ("replicas", replicas)):
+        if v < 1:
+            raise ParallelError(f"--{name.replace('_', '-')} must be at least 1", rule=f"parallel-{name}",
+                                limit=">= 1", value=v)
+    if tp * pp * replicas > ctx.gpus:
+        raise ParallelError(f"tp x pp x replicas = {tp * pp * replicas} exceeds the {ctx.gpus} GPUs of "
+                            f"{ctx.nodes} x {ctx.system_key}", rule="parallel-cores", limit=ctx.gpus,
+                            value=tp * pp * replicas)
+    if tp % attention_dp:
+        raise ParallelError(f"attention-dp={attention_dp} must divide tp={tp}", rule="parallel-attention-dp",
+                            limit=f"a divisor of {tp}", value=attention_dp)
+    if ep > 1 and not cfg.is_moe:
+        raise ParallelError(f"expert parallelism needs an MoE model; {cfg.name} is dense", rule="parallel-ep",
+                            limit=1, value=ep)
+    if attention_dp > 1:
+        if ep > tp * pp or ep > cfg.experts:
+            raise ParallelError(f"ep={ep} exceeds the replica's {tp * pp} GPUs or the {cfg.experts} experts",
+                                rule="parallel-ep", limit=min(tp * pp, cfg.experts), value=ep)
+        atp = tp // attention_dp
+        ranks = _Ranks(cores=atp * pp, nodes=ctx.nodes, instance=_Instance(ctx.system_key))
+        try:
+            par = resolve(Parallel(tp=atp, pp=pp, dp=1), cfg, ranks, ranks=atp * pp)
+        except ConfigError as e:
+            raise _gpu_words(e) from None
+        return replace(par, tp=tp, ep=ep, dp=1)
+    if ep > 1 and tp % ep:
+        raise ParallelError(f"ep={ep} must divide tp={tp} (without attention DP the experts are spread over the "
+                            "TP group)", rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
+    ranks = _Ranks(cores=tp * pp * ep, nodes=ctx.nodes, instance=_Instance(ctx.system_key))
+    try:
+        par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep), cfg, ranks, ranks=tp * pp * ep)
+    except ConfigError as e:
+        raise _gpu_words(e) from None
+    return replace(par, dp=1)
+
+
 def estimate_gpu_inference(model: Union[str, ModelConfig], system: str = "p5.48xlarge", nodes: int = 1,
                            tp: int = 1, pp: int = 1, batch: int = 1, input_len: int = 128, output_len: int = 128,
                            precision: str = "bf16", efficiency: Optional[Mapping[str, float]] = None,
                            figures: Optional[Mapping[str, float]] = None, check_memory: bool = True,
-                           ctx: Optional[GpuContext] = None) -> InferenceEstimate:
-    """TTFT, TPOT and output tokens/s of ``batch`` requests served by one tp x pp replica of GPUs."""
+                           ctx: Optional[GpuContext] = None, framework: str = "trtllm",
+                           kv_dtype: Optional[str] = None, ep: int = 1, attention_dp: int = 1,
+                           replicas: int = 1, framework_overrides: Optional[Mapping[str, object]] = None
+                           ) -> InferenceEstimate:
+    """TTFT, TPOT and output tokens/s of ``batch`` requests served by one tp x pp replica of GPUs under a
+    serving ``framework`` (trtllm | vllm | sglang), KV cache in ``kv_dtype`` (default: the framework's),
+    attention over ``attention_dp`` data-parallel groups, experts over ``ep`` GPUs; ``replicas`` such replicas
+    share the load (output tokens/s counts them all)."""
     from ..datafiles import figure
+    from ..frameworks import kv_bytes, load_framework, resolve_kv
     from ..infer import step_seconds
     t0 = time.perf_counter()
     ctx = ctx or make_gpu_context(model, system, nodes, precision, efficiency, figures, training=False)
@@ -206,34 +269,85 @@ def estimate_gpu_inference(model: Union[str, ModelConfig], system: str = "p5.48x
     if min(batch, input_len, output_len) < 1:
         raise ParallelError("batch, input and output lengths must be positive", rule="batch", limit=">= 1",
                             value=min(batch, input_len, output_len))
-    if tp * pp > ctx.gpus:
-        raise ParallelError(f"tp x pp = {tp * pp} exceeds the {ctx.gpus} GPUs", rule="parallel-cores",
-                            limit=ctx.gpus, value=tp * pp)
-    ranks = _Ranks(cores=tp * pp, nodes=ctx.nodes, instance=_Instance(ctx.system_key))
-    par = replace(resolve(Parallel(tp=tp, pp=pp, dp=1), cfg, ranks, ranks=tp * pp), dp=1)
-    over = _overrides(ctx)
+    fw = load_framework(framework, framework_overrides)
+    if fw.systems != "gpu":
+        raise ConfigError(f"{fw.name} does not serve on GPUs", rule="framework", value=framework,
+                          limit=("trtllm", "vllm", "sglang"))
+    gpu = load_gpu_catalog().gpus[load_gpu_catalog().system(ctx.system_key).gpu]
+    hw_kv = tuple(p for p in ("bf16", "fp8", "fp4") if getattr(gpu, f"{p}_flops"))
+    kv = resolve_kv(fw, kv_dtype, ctx.precision, hw_kv)
+    kvb = kv_bytes(kv)
+    par = serving_layout(cfg, ctx, tp, pp, ep, attention_dp, replicas)
     wb = ctx.layout(par).weight_bytes
     mem = inference_memory(cfg, par, batch, input_len + output_len, wb, ctx.gpu_hbm_bytes, prompt=input_len,
-                           overrides=over)
+                           kv_bytes=kvb, framework=fw, attention_dp=attention_dp)
     if check_memory and not mem.fits:
-        raise fit_error(mem, [f"--tp {tp * 2}"], f"serving {cfg.name} on {ctx.system_key} with tp={tp} pp={pp}")
-    prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)
-    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True)
+        sugg = [f"--tp {tp * 2}"] if tp * 2 * pp * replicas <= ctx.gpus else []
+        if kv == "bf16" and "fp8" in fw.kv_formats and "fp8" in hw_kv:
+            sugg.append("--kv-dtype fp8")
+        if batch > 1:
+            sugg.append("a smaller --batch")
+        raise fit_error(mem, sugg, f"serving {cfg.name} (batch {batch}, context {input_len + output_len}, "
+                        f"{kv} KV cache, {fw.name}) on {ctx.system_key} with tp={tp} pp={pp}"
+                        + (f" attention-dp={attention_dp}" if attention_dp > 1 else "")
+                        + (f" ep={ep}" if ep > 1 else ""), unit="GPU")
+    opts = dict(kv_bytes=kvb, attention_dp=attention_dp, step_overhead_s=fw.step_overhead_s)
+    prefill = _chunked_prefill(ctx, par, batch, input_len, fw.prefill_chunk_tokens, opts, step_seconds)
+    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True, **opts)
+    ttft = prefill["total"] + fw.request_overhead_s
     band = ctx.figures["inference.error_band"]
-    weights = float(figure("estimator", "inference.weight_bytes"))
-    need = max(1, int(-(-(mem.weights * tp * pp) // (ctx.gpu_hbm_bytes - over["memory.reserved_bytes_per_core"]))))
+    need = max(1, int(-(-(mem.weights * tp * pp) // (ctx.gpu_hbm_bytes - fw.reserve_bytes))))
     return InferenceEstimate(
-        model=cfg.name, instance=ctx.system_key, nodes=ctx.nodes, lnc=1, cores=tp * pp,
-        parallel=dict(tp=tp, pp=pp, ep=1, sp=False), precision=ctx.precision, batch=batch, input_len=input_len,
-        output_len=output_len, ttft_ms=prefill["total"] * 1e3, tpot_ms=decode["total"] * 1e3,
-        output_tokens_per_s=batch / decode["total"], memory_per_core_gib=mem.total / GIB,
+        model=cfg.name, instance=ctx.system_key, nodes=ctx.nodes, lnc=1, cores=tp * pp * replicas,
+        parallel=dict(tp=tp, pp=pp, ep=ep, sp=False, attention_dp=attention_dp, replicas=replicas),
+        precision=ctx.precision, batch=batch, input_len=input_len,
+        output_len=output_len, ttft_ms=ttft * 1e3, tpot_ms=decode["total"] * 1e3,
+        output_tokens_per_s=replicas * batch / decode["total"], memory_per_core_gib=mem.total / GIB,
         kv_cache_gib=mem.kv_cache / GIB, memory=mem.to_dict(), chips_needed=need,
         breakdown={"prefill_compute_ms": prefill["compute"] * 1e3,
                    "prefill_comm_ms": (prefill["comm"] + prefill["p2p"]) * 1e3,
+                   "prefill_overhead_ms": (prefill["overhead"] + fw.request_overhead_s) * 1e3,
                    "decode_compute_ms": decode["compute"] * 1e3,
-                   "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3},
+                   "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3,
+                   "decode_overhead_ms": decode["overhead"] * 1e3,
+                   "decode_weights_ms": _decode_weights_s(ctx, mem.weights) * 1e3},
         error_band={"ttft_ms": band, "tpot_ms": band, "output_tokens_per_s": band},
-        calibration_rows=(), ops_by_how={"roofline": sorted({o.name for o in ctx.costing.memo})},
+        calibration_rows=("found-2026-11b: see model/gpu/data/serving.toml, model/data/frameworks.toml",),
+        ops_by_how={"serving-roofline": sorted({o.name for o in ctx.costing.memo})},
         sim_seconds=time.perf_counter() - t0, serving=None,
-        notes=(f"GPU serving: roofline x stated efficiencies, unvalidated (no inference row); weights "
-               f"{weights:g} B/param in the Trainium default",))
+        framework=dict(fw.to_dict(), kv_dtype=kv, kv_bytes=kvb),
+        notes=(f"served by {fw.name}: {kv} KV cache" + (" (the framework's default)" if kv_dtype is None else "")
+               + f", {fw.step_overhead_s * 1e3:g} ms per step, {fw.request_overhead_s * 1e3:g} ms per request, "
+               f"prefill in chunks of {fw.prefill_chunk_tokens} tokens",
+               "GPU serving op costs: model/gpu/data/serving.toml (per GPU, precision and phase)"))
+
+
+def _chunked_prefill(ctx: GpuContext, par: Parallel, batch: int, prompt: int, chunk: int, opts: dict,
+                     step_seconds) -> dict:
+    """Prefill of ``batch`` prompts, run in steps of at most ``chunk`` tokens (0: all at once); each chunk of a
+    prompt attends to the part of the prompt before it."""
+    tokens = batch * prompt
+    if not chunk or tokens <= chunk:
+        return step_seconds(ctx, par, batch, prompt, prompt, decode=False, **opts)
+    out = dict(total=0.0, compute=0.0, comm=0.0, p2p=0.0, overhead=0.0)
+    if prompt >= chunk:   # each prompt alone spans several chunks
+        n = -(-prompt // chunk)
+        for i in range(n):
+            q = min(chunk, prompt - i * chunk)
+            one = step_seconds(ctx, par, 1, q, i * chunk + q, decode=False, **opts)
+            for k in out:
+                out[k] += one[k] * batch
+        return out
+    per = max(1, chunk // prompt)   # whole prompts packed into each chunk
+    full, rest = divmod(batch, per)
+    for b, times in ((per, full), (rest, 1)):
+        if b and times:
+            one = step_seconds(ctx, par, b, prompt, prompt, decode=False, **opts)
+            for k in out:
+                out[k] += one[k] * times
+    return out
+
+
+def _decode_weights_s(ctx: GpuContext, weight_bytes: float) -> float:
+    """The weight-streaming floor of one decode step on one GPU: its weights read once from HBM."""
+    return weight_bytes / ctx.gpu_hbm_bytes_per_s
