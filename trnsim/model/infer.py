@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Mapping, Optional, Union
 
+from ..errors import ConfigError
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
@@ -74,29 +75,28 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                        hardware_file: Optional[str] = None, rate: Optional[float] = None,
                        input_dist: Optional[str] = None, output_dist: Optional[str] = None,
                        requests: int = 200, max_batch: Optional[int] = None, seed: int = 0,
-                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
+                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True,
+                       kv_dtype: Optional[str] = None, framework: Optional[str] = None, attention_dp: int = 1
                        ) -> InferenceEstimate:
     """TTFT, TPOT and output tokens/s of ``batch`` requests (``input_len`` prompt, ``output_len`` new tokens)
-    served by one replica of tp x pp (x ep) logical cores; with ``rate``, continuous batching of a request mix."""
+    served by one replica of tp x pp (x ep) logical cores; with ``rate``, continuous batching of a request mix.
+    ``kv_dtype`` (bf16 | fp8) sets the KV cache's format, ``framework`` (nxdi) its serving figures,
+    ``attention_dp`` > 1 runs attention data-parallel over tp / attention_dp cores with experts over ``ep``."""
     t0 = time.perf_counter()
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     if min(batch, input_len, output_len) < 1:
         raise ParallelError("batch, input and output lengths must be positive", rule="batch", limit=">= 1",
                             value=min(batch, input_len, output_len))
-    if ep > 1 and tp % ep:
-        raise ParallelError(f"ep={ep} must divide tp={tp} (serving spreads the experts over the TP group)",
-                            rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
-    # EP reuses the TP ranks when serving; resolve checks it against the experts as if over dp = ep
-    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
-    par = replace(par, dp=1)
+    fw, kvb = _serving_options(framework, kv_dtype, ctx.prec.name)
+    par = _layout(cfg, system, tp, pp, ep, sp, attention_dp)
     if tp * pp > system.cores:
         raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} logical NeuronCores of "
                             f"{system.nodes} x {system.instance.key} at LNC={system.lnc}", rule="parallel-cores",
                             limit=system.cores, value=tp * pp)
     ctx_len = input_len + output_len
     mem = inference_memory(cfg, par, batch, ctx_len, ctx.prec.weight_bytes, float(system.hbm_bytes_per_core),
-                           prompt=input_len)
+                           prompt=input_len, kv_bytes=kvb or None, framework=fw, attention_dp=attention_dp)
     need = chips_needed(cfg, ctx.prec.weight_bytes, ctx, batch, ctx_len)
     if check_memory and not mem.fits:
         sugg = [f"--tp {t}" for t in (tp * 2, tp * 4) if t <= system.cores and cfg.heads % t == 0][:1]
@@ -104,9 +104,10 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
             sugg.append("--precision fp8")
         raise fit_error(mem, sugg + [f"at least {need} chips"],
                         f"serving {cfg.name} (batch {batch}, context {ctx_len}) with tp={tp} pp={pp}")
-    prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)
+    opts = dict(kv_bytes=kvb, attention_dp=attention_dp, step_overhead_s=fw.step_overhead_s if fw else 0.0)
+    prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False, **opts)
     # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
-    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True)
+    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True, **opts)
     ttft, tpot = prefill["total"], decode["total"]
     serving = None
     if rate:
@@ -118,7 +119,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
     return InferenceEstimate(
         model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
-        parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp), precision=ctx.prec.name, batch=batch, input_len=input_len,
+        parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp, attention_dp=attention_dp), precision=ctx.prec.name, batch=batch, input_len=input_len,
         output_len=output_len, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3, output_tokens_per_s=batch / tpot,
         memory_per_core_gib=mem.total / GIB, kv_cache_gib=mem.kv_cache / GIB, memory=mem.to_dict(),
         chips_needed=need,
@@ -127,4 +128,39 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                    "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes))
+        sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes),
+        framework=(dict(fw.to_dict(), kv_dtype=kv_dtype or fw.kv_default, kv_bytes=kvb) if fw else
+                   dict(kv_dtype=kv_dtype or "bf16", kv_bytes=kvb or float(figure("estimator", "inference.kv_bytes")))))
+
+
+def _serving_options(framework: Optional[str], kv_dtype: Optional[str], precision: str):
+    """(the framework or None, KV bytes per element or 0 for the activation width) of a Trainium estimate."""
+    from .frameworks import kv_bytes, load_framework, resolve_kv
+    fw = load_framework(framework) if framework else None
+    if fw is not None and fw.systems != "trainium":
+        raise ConfigError(f"{fw.name} serves on GPUs, not on Trainium", rule="framework", limit=("nxdi",),
+                          value=framework)
+    if kv_dtype is None and fw is None:
+        return None, 0.0
+    kv = resolve_kv(fw or load_framework("nxdi"), kv_dtype, precision, ("bf16", "fp8"))
+    return fw, kv_bytes(kv)
+
+
+def _layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool, attention_dp: int) -> Parallel:
+    """The Parallel of one serving replica (experts over the TP group, or over ``ep`` cores with attention DP)."""
+    if attention_dp < 1 or tp % attention_dp:
+        raise ParallelError(f"attention-dp={attention_dp} must divide tp={tp}", rule="parallel-attention-dp",
+                            limit=f"a divisor of {tp}", value=attention_dp)
+    if attention_dp > 1:
+        if ep > tp * pp or (ep > 1 and not cfg.is_moe):
+            raise ParallelError(f"ep={ep} needs an MoE model and at most the replica's {tp * pp} cores",
+                                rule="parallel-ep", limit=tp * pp, value=ep)
+        atp = tp // attention_dp
+        par = resolve(Parallel(tp=atp, pp=pp, dp=1, sp=sp and atp > 1), cfg, system, ranks=atp * pp)
+        return replace(par, tp=tp, ep=ep, dp=1)
+    if ep > 1 and tp % ep:
+        raise ParallelError(f"ep={ep} must divide tp={tp} (serving spreads the experts over the TP group)",
+                            rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
+    # EP reuses the TP ranks when serving; resolve checks it against the experts as if over dp = ep
+    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
+    return replace(par, dp=1)
