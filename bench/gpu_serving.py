@@ -195,6 +195,30 @@ def predict(row: dict):
     return v, note
 
 
+# pairs of rows with the same metric whose published order the estimate must keep: (a, b, what differs)
+ORDERINGS = [("Q003", "Q004", "generation H100 < H200"), ("Q005", "Q006", "generation H100 < H200"),
+             ("Q008", "Q007", "generation H100 < H200 (70B TP1)"), ("Q009", "Q010", "generation H100 < H200 (TP2)"),
+             ("Q008", "Q009", "TP 1 < 2"), ("Q009", "Q011", "TP 2 < 4"), ("Q011", "Q013", "TP 4 < 8"),
+             ("Q005", "Q003", "lengths 2048/128 < 128/2048"), ("Q018", "Q043", "generation H200 fp8 < B200 fp4"),
+             ("Q115", "Q116", "concurrency 1 < 25"), ("Q120", "Q113", "ITL 500-token prompt < TTFT 5000-token"),
+             ("Q032", "Q106", "ITL at 467 < 20k context"), ("Q072", "Q087", "generation 8xH100 < 8xB200"),
+             ("Q031", "Q023", "TTFT 8B < 70B")]
+
+
+def orderings(rows: list) -> list:
+    """(a, b, what, held) for each ordering pair: held when predicted values order as published do."""
+    by = {r["id"]: r for r in rows}
+    out = []
+    for a, b, what in ORDERINGS:
+        ra, rb = by[a], by[b]
+        if ra["predicted"] is None or rb["predicted"] is None:
+            out.append((a, b, what, False))
+            continue
+        pub = ra["published"] < rb["published"]
+        out.append((a, b, what, (ra["predicted"] < rb["predicted"]) == pub))
+    return out
+
+
 def is_time(row: dict) -> bool:
     """Whether the row's metric is a time (smaller is faster)."""
     return row["scenario"] in TIME_METRICS or row.get("metric") in ("ttft", "itl", "tpot")
@@ -218,7 +242,9 @@ def run() -> dict:
             rec["error"] = abs(pred - value) / value
             rec["speed_error"] = (value / pred - 1.0) if is_time(row) else (pred / value - 1.0)
         out.append(rec)
-    return dict(rows=out, summary=summarise(out))
+    summary = summarise(out)
+    summary["orderings"] = [dict(a=a, b=b, what=w, held=h) for a, b, w, h in orderings(out)]
+    return dict(rows=out, summary=summary)
 
 
 def summarise(rows: list) -> dict:
@@ -247,7 +273,13 @@ def show(res: dict, title: str) -> None:
         flag = ("excluded: " + r["excluded"]) if r["excluded"] else (("holdout; " if r["holdout"] else "") + r["note"])
         print(f"{r['id']:5} {r['gpu']:5} {r['model'][:15]:15} {(r['scenario'] + ' ' + r['metric'])[:13]:13} "
               f"{r['published']:>11.4g} {p:>11} {e:>6} {s:>7}  {flag[:80]}")
+    if "orderings" not in res["summary"]:
+        res["summary"]["orderings"] = [dict(a=a, b=b, what=w, held=h) for a, b, w, h in orderings(res["rows"])]
+    for o in res["summary"]["orderings"]:
+        print(f"ordering {o['a']} vs {o['b']} ({o['what']}): {'held' if o['held'] else 'WRONG'}")
     for k, b in res["summary"].items():
+        if k == "orderings":
+            continue
         med = "n/a" if b["median_abs_error"] is None else f"{100 * b['median_abs_error']:.1f} %"
         bias = "n/a" if b["bias"] is None else f"{100 * b['bias']:+.1f} %"
         print(f"{k:8}: rows {b['rows']}, scored {b['scored']}, refused {b['refused']}, median |error| {med}, "
