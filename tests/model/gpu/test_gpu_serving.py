@@ -116,3 +116,10 @@ def test_replicas_must_fit_the_system():
     assert e.output_tokens_per_s == pytest.approx(4 * one.output_tokens_per_s) and e.cores == 8
     with pytest.raises(ConfigError, match="exceeds the 8 GPUs"):
         infer("llama-2-70b", "p5.48xlarge", tp=4, replicas=4, precision="fp8")
+
+
+def test_layout_refusals_name_gpus():
+    from trnsim.model.gpu.estimate import estimate_gpu_training
+    with pytest.raises(ConfigError) as e:
+        estimate_gpu_training("llama-3.1-8b", "p5.48xlarge", tp=3)
+    assert "8 GPUs" in str(e.value) and "NeuronCore" not in str(e.value)

@@ -150,7 +150,10 @@ def estimate_gpu_training(model: Union[str, ModelConfig], system: str = "p5.48xl
     ctx = ctx or make_gpu_context(model, system, nodes, precision, efficiency, figures)
     cfg = ctx.cfg
     ranks = _Ranks(cores=ctx.gpus, nodes=ctx.nodes, instance=_Instance(ctx.system_key))
-    par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, ranks)
+    try:
+        par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, ranks)
+    except ConfigError as e:
+        raise _gpu_words(e) from None
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
     over = _overrides(ctx)
@@ -200,10 +203,11 @@ def estimate_gpu_training(model: Union[str, ModelConfig], system: str = "p5.48xl
 
 def _gpu_words(err: ConfigError) -> ConfigError:
     """The shared layout rules speak of NeuronCores; on a GPU system a rank is a GPU."""
-    msg = str(err.args[0]) if err.args else str(err)
+    msg = err.message
     for a, b in (("logical NeuronCores", "GPUs"), ("NeuronCores", "GPUs"), ("NeuronCore", "GPU"),
                  (", LNC=1", "")):
         msg = msg.replace(a, b)
+    err.message = msg
     err.args = (msg,) + tuple(err.args[1:])
     return err
 
