@@ -28,7 +28,7 @@ def test_attention_dp_shards_the_mla_cache_on_trainium():
 
 
 def test_gpu_framework_refused_on_trainium_and_bad_layouts():
-    with pytest.raises(ConfigError, match="serves on GPUs"):
+    with pytest.raises(ConfigError, match="does not serve on Trainium"):
         estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=4, lnc=2, framework="vllm")
     with pytest.raises(ConfigError, match="attention-dp=3 must divide tp=4"):
         estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=4, lnc=2, attention_dp=3)

@@ -7,13 +7,13 @@ import time
 from dataclasses import replace
 from typing import Mapping, Optional, Union
 
-from ..errors import ConfigError
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
+from .deploy import replica_layout, serving_options
 from .memory import GIB, fit_error, inference_memory
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, group_ranks, resolve
+from .parallel import Parallel, ParallelError, group_ranks
 from .results import InferenceEstimate
 from .transformer import inference_graph
 
@@ -88,8 +88,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     if min(batch, input_len, output_len) < 1:
         raise ParallelError("batch, input and output lengths must be positive", rule="batch", limit=">= 1",
                             value=min(batch, input_len, output_len))
-    fw, kvb = _serving_options(framework, kv_dtype, ctx.prec.name)
-    par = _layout(cfg, system, tp, pp, ep, sp, attention_dp)
+    fw, kv, kvb = serving_options(framework, kv_dtype, ctx.prec.name, ("bf16", "fp8"), "trainium")
+    par = replica_layout(cfg, system, tp, pp, ep, sp, attention_dp)
     if tp * pp > system.cores:
         raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} logical NeuronCores of "
                             f"{system.nodes} x {system.instance.key} at LNC={system.lnc}", rule="parallel-cores",
@@ -129,38 +129,5 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
         sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes),
-        framework=(dict(fw.to_dict(), kv_dtype=kv_dtype or fw.kv_default, kv_bytes=kvb) if fw else
-                   dict(kv_dtype=kv_dtype or "bf16", kv_bytes=kvb or float(figure("estimator", "inference.kv_bytes")))))
-
-
-def _serving_options(framework: Optional[str], kv_dtype: Optional[str], precision: str):
-    """(the framework or None, KV bytes per element or 0 for the activation width) of a Trainium estimate."""
-    from .frameworks import kv_bytes, load_framework, resolve_kv
-    fw = load_framework(framework) if framework else None
-    if fw is not None and fw.systems != "trainium":
-        raise ConfigError(f"{fw.name} serves on GPUs, not on Trainium", rule="framework", limit=("nxdi",),
-                          value=framework)
-    if kv_dtype is None and fw is None:
-        return None, 0.0
-    kv = resolve_kv(fw or load_framework("nxdi"), kv_dtype, precision, ("bf16", "fp8"))
-    return fw, kv_bytes(kv)
-
-
-def _layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool, attention_dp: int) -> Parallel:
-    """The Parallel of one serving replica (experts over the TP group, or over ``ep`` cores with attention DP)."""
-    if attention_dp < 1 or tp % attention_dp:
-        raise ParallelError(f"attention-dp={attention_dp} must divide tp={tp}", rule="parallel-attention-dp",
-                            limit=f"a divisor of {tp}", value=attention_dp)
-    if attention_dp > 1:
-        if ep > tp * pp or (ep > 1 and not cfg.is_moe):
-            raise ParallelError(f"ep={ep} needs an MoE model and at most the replica's {tp * pp} cores",
-                                rule="parallel-ep", limit=tp * pp, value=ep)
-        atp = tp // attention_dp
-        par = resolve(Parallel(tp=atp, pp=pp, dp=1, sp=sp and atp > 1), cfg, system, ranks=atp * pp)
-        return replace(par, tp=tp, ep=ep, dp=1)
-    if ep > 1 and tp % ep:
-        raise ParallelError(f"ep={ep} must divide tp={tp} (serving spreads the experts over the TP group)",
-                            rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
-    # EP reuses the TP ranks when serving; resolve checks it against the experts as if over dp = ep
-    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
-    return replace(par, dp=1)
+        framework=dict(fw.to_dict() if fw else {}, kv_dtype=kv,
+                       kv_bytes=kvb or float(figure("estimator", "inference.kv_bytes"))))

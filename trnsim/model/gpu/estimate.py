@@ -265,6 +265,7 @@ def estimate_gpu_inference(model: Union[str, ModelConfig], system: str = "p5.48x
     attention over ``attention_dp`` data-parallel groups, experts over ``ep`` GPUs; ``replicas`` such replicas
     share the load (output tokens/s counts them all)."""
     from ..datafiles import figure
+    from ..deploy import chunked_prefill
     from ..frameworks import kv_bytes, load_framework, resolve_kv
     from ..infer import step_seconds
     t0 = time.perf_counter()
@@ -296,7 +297,8 @@ def estimate_gpu_inference(model: Union[str, ModelConfig], system: str = "p5.48x
                         + (f" attention-dp={attention_dp}" if attention_dp > 1 else "")
                         + (f" ep={ep}" if ep > 1 else ""), unit="GPU")
     opts = dict(kv_bytes=kvb, attention_dp=attention_dp, step_overhead_s=fw.step_overhead_s)
-    prefill = _chunked_prefill(ctx, par, batch, input_len, fw.prefill_chunk_tokens, opts, step_seconds)
+    prefill = chunked_prefill(lambda b, q, kv: step_seconds(ctx, par, b, q, kv, decode=False, **opts),
+                              batch, input_len, fw.prefill_chunk_tokens)
     decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True, **opts)
     ttft = prefill["total"] + fw.request_overhead_s
     band = ctx.figures["inference.error_band"]
@@ -324,32 +326,6 @@ def estimate_gpu_inference(model: Union[str, ModelConfig], system: str = "p5.48x
                + f", {fw.step_overhead_s * 1e3:g} ms per step, {fw.request_overhead_s * 1e3:g} ms per request, "
                f"prefill in chunks of {fw.prefill_chunk_tokens} tokens",
                "GPU serving op costs: model/gpu/data/serving.toml (per GPU, precision and phase)"))
-
-
-def _chunked_prefill(ctx: GpuContext, par: Parallel, batch: int, prompt: int, chunk: int, opts: dict,
-                     step_seconds) -> dict:
-    """Prefill of ``batch`` prompts, run in steps of at most ``chunk`` tokens (0: all at once); each chunk of a
-    prompt attends to the part of the prompt before it."""
-    tokens = batch * prompt
-    if not chunk or tokens <= chunk:
-        return step_seconds(ctx, par, batch, prompt, prompt, decode=False, **opts)
-    out = dict(total=0.0, compute=0.0, comm=0.0, p2p=0.0, overhead=0.0)
-    if prompt >= chunk:   # each prompt alone spans several chunks
-        n = -(-prompt // chunk)
-        for i in range(n):
-            q = min(chunk, prompt - i * chunk)
-            one = step_seconds(ctx, par, 1, q, i * chunk + q, decode=False, **opts)
-            for k in out:
-                out[k] += one[k] * batch
-        return out
-    per = max(1, chunk // prompt)   # whole prompts packed into each chunk
-    full, rest = divmod(batch, per)
-    for b, times in ((per, full), (rest, 1)):
-        if b and times:
-            one = step_seconds(ctx, par, b, prompt, prompt, decode=False, **opts)
-            for k in out:
-                out[k] += one[k] * times
-    return out
 
 
 def _decode_weights_s(ctx: GpuContext, weight_bytes: float) -> float:
