@@ -50,7 +50,7 @@ def replica_layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool
 def chunked_prefill(step: Callable[..., dict], batch: int, prompt: int, chunk: int) -> dict:
     """Prefill of ``batch`` prompts in forward steps of at most ``chunk`` tokens (0: all at once):
     ``step(batch, q, kv)`` times one step; a chunk of a long prompt attends to the part before it. The
-    step dicts' numeric entries are summed."""
+    step dicts' numbers (nested ones too) are summed."""
     if not chunk or batch * prompt <= chunk:
         return step(batch, prompt, prompt)
     if prompt >= chunk:   # each prompt alone spans several chunks
@@ -62,7 +62,33 @@ def chunked_prefill(step: Callable[..., dict], batch: int, prompt: int, chunk: i
         steps = [(b, prompt, prompt, n) for b, n in ((per, full), (rest, 1)) if b and n]
     out: dict = {}
     for b, q, kv, times in steps:
-        for k, v in step(b, q, kv).items():
-            if isinstance(v, (int, float)):
-                out[k] = out.get(k, 0.0) + v * times
+        _add(out, step(b, q, kv), times)
     return out
+
+
+def _add(out: dict, d: dict, times: float) -> None:
+    """out += d x times, number by number (nested dicts alike)."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _add(out.setdefault(k, {}), v, times)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = out.get(k, 0) + v * times
+
+
+def kv_formats(system) -> Tuple[str, ...]:
+    """KV-cache formats the system's hardware stores: a GPU's tensor formats, Trainium's bf16 and fp8."""
+    gpu = getattr(system, "gpu", None) if getattr(system, "rank_name", "NeuronCore") == "GPU" else None
+    if gpu is None:
+        return ("bf16", "fp8")
+    return tuple(p for p in ("bf16", "fp8", "fp4") if getattr(gpu, f"{p}_flops", None))
+
+
+def serving_note(fw: Optional[Framework], kv: str, defaulted: bool) -> str:
+    """One line saying how the estimate serves: framework, KV format (and whether it is the default), costs."""
+    head = f"served by {fw.name}: " if fw else ""
+    s = f"{head}{kv} KV cache" + (" (the framework's default)" if defaulted and fw else "")
+    if fw:
+        s += (f", {fw.step_overhead_s * 1e3:g} ms per step, {fw.request_overhead_s * 1e3:g} ms per request, "
+              + (f"prefill in chunks of {fw.prefill_chunk_tokens} tokens" if fw.prefill_chunk_tokens
+                 else "whole-prompt prefill"))
+    return s

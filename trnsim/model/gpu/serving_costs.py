@@ -75,22 +75,28 @@ class GpuServingCosts:
         self.passes = load_efficiency(self.gpu.key).passes
         self.hbm = self.gpu.hbm_bandwidth_bytes_per_s
 
+    def bound(self, op: Op) -> str:
+        """"memory" where the op's HBM bytes take longer than its FLOPs on this GPU, else "compute"."""
+        comp, mem = self._times(op)
+        return "memory" if mem >= comp else "compute"
+
+    def _times(self, op: Op) -> tuple:
+        """(compute seconds, memory seconds) of ``op``."""
+        f = self.sf.factors
+        byts = op_bytes(op, self.passes)
+        if op.kind == "matmul":
+            eff = gemm_efficiency(f[f"gemm_{self.precision}"], op.m, self.sf.m_half)
+            return op_flops(op) / (self.matmul_peak * eff), byts / (self.hbm * f["hbm"])
+        if op.kind == "attention":
+            # decode reads the KV cache; an absorbed MLA latent shared by all heads makes it compute-bound too
+            bw = f["hbm"] if op.q_len > 1 else f["attention_decode_hbm"]
+            return op_flops(op) / (self.bf16_peak * f["attention_prefill"]), byts / (self.hbm * bw)
+        return 0.0, byts / (self.hbm * f["hbm"])
+
     def time(self, op: Op) -> OpTime:
         """Seconds of ``op`` on one GPU, all batch repeats included (``how="serving-roofline"``)."""
         if op.kind not in OP_KINDS:
             raise ConfigError(f"unknown op kind {op.kind!r} in {op.name}", rule="op-kind", limit=OP_KINDS,
                               value=op.kind)
-        f = self.sf.factors
-        byts = op_bytes(op, self.passes)
-        if op.kind == "matmul":
-            eff = gemm_efficiency(f[f"gemm_{self.precision}"], op.m, self.sf.m_half)
-            t = max(op_flops(op) / (self.matmul_peak * eff), byts / (self.hbm * f["hbm"]))
-        elif op.kind == "attention":
-            # decode reads the KV cache; an absorbed MLA latent shared by all heads makes it compute-bound too
-            bw = f["hbm"] if op.q_len > 1 else f["attention_decode_hbm"]
-            t = max(op_flops(op) / (self.bf16_peak * f["attention_prefill"]), byts / (self.hbm * bw))
-        elif op.kind in MEMORY_KINDS:
-            t = byts / (self.hbm * f["hbm"])
-        else:
-            t = 0.0
+        t = max(self._times(op))
         return OpTime(seconds=t + self.sf.kernel_s, how="serving-roofline")
