@@ -200,11 +200,11 @@ def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weig
                            activations_no_recompute=working, kv_cache=kv, reserved=reserved, hbm_per_core=budget)
 
 
-def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, unit: str = "NeuronCore") -> MemoryFitError:
-    """The error for a layout that does not fit, with the numbers and what to try (``unit``: what one
-    rank is, "NeuronCore" or "GPU")."""
+def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
+    """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
+    GPU)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
         "no layout tried fits: use more nodes, a larger instance or a smaller model"
-    return MemoryFitError(f"{what} needs {need:.1f} GiB per {unit}, has {have:.0f} GiB; {hint}",
+    return MemoryFitError(f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB; {hint}",
                           limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)

@@ -3,7 +3,7 @@ import pytest
 
 from trnsim.errors import ConfigError
 from trnsim.model.config import load_model
-from trnsim.model.gpu.estimate import estimate_gpu_inference as infer
+from trnsim.model import estimate_inference as infer
 from trnsim.model.gpu.serving_costs import gemm_efficiency, load_serving_factors
 from trnsim.model.memory import GIB
 
@@ -32,17 +32,11 @@ def test_h100_llama3_70b_tp8_decode_batch1_within_goal_band():
     floor_ms = count_params(cfg).total * 2 / 8 / H100_BW * 1e3       # bf16 weights streamed once per step
     assert 5.0 < floor_ms < 5.5
     b = e.breakdown
-    on_gpu = b["decode_compute_ms"] + b["decode_overhead_ms"]     # the step without its collectives
-    assert floor_ms < on_gpu < 12.0
-    assert b["decode_weights_ms"] == pytest.approx(floor_ms, rel=0.02)
-    assert b["decode_compute_ms"] + b["decode_comm_ms"] + b["decode_overhead_ms"] == pytest.approx(e.tpot_ms)
-
-
-@pytest.mark.xfail(reason="the decode all-reduces are charged by GpuComm (~52 us each) until the fabric's NVLink "
-                          "model times them", strict=False)
-def test_h100_llama3_70b_tp8_decode_batch1_total_within_goal_band():
-    e = infer("llama-3-70b", "p5.48xlarge", tp=8, batch=1, input_len=2048, output_len=256)
-    assert 5.3 < e.tpot_ms < 12.0
+    # the bf16 weights stream at the serving HBM factor (0.85 of peak on H100)
+    assert floor_ms < b["decode_weights_ms"] < floor_ms / 0.85 * 1.1
+    on_gpu = b["decode_weights_ms"] + b["decode_kv_ms"] + b["decode_compute_ms"] + b["decode_overhead_ms"]
+    assert on_gpu + b["decode_comm_ms"] == pytest.approx(e.tpot_ms)
+    assert floor_ms < e.tpot_ms < 12.0
 
 
 def test_fp8_kv_cache_halves_kv_memory():
@@ -119,7 +113,7 @@ def test_replicas_must_fit_the_system():
 
 
 def test_layout_refusals_name_gpus():
-    from trnsim.model.gpu.estimate import estimate_gpu_training
+    from trnsim.model import estimate_training
     with pytest.raises(ConfigError) as e:
-        estimate_gpu_training("llama-3.1-8b", "p5.48xlarge", tp=3)
+        estimate_training("llama-3.1-8b", "p5.48xlarge", tp=3)
     assert "8 GPUs" in str(e.value) and "NeuronCore" not in str(e.value)
