@@ -52,3 +52,15 @@ def test_gpu_refusals_name_gpus(capsys):
     rc = main(["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--costs", "simulated",
                "--json"])
     assert rc != 0 and json.loads(capsys.readouterr().out)["error"]["rule"] == "costs"
+
+
+def test_infer_serving_options_on_gpus(capsys):
+    rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-2-70b", "--instance", "p5.48xlarge", "--tp", "2",
+                           "--replicas", "4", "--precision", "fp8", "--batch", "64", "--input", "300", "--output",
+                           "290", "--json"])
+    assert rc == 0 and d["cores"] == 8 and d["parallel"]["replicas"] == 4
+    assert d["output_tokens_per_s"] == pytest.approx(4 * 64 / (d["tpot_ms"] / 1e3))
+    assert d["framework"]["key"] == "trtllm" and d["framework"]["kv_dtype"] == "fp8"   # TRT-LLM's fp8 default
+    rc, d = _json(capsys, ["estimate", "infer", "--model", "deepseek-v3", "--instance", "p5en.48xlarge", "--tp", "8",
+                           "--attention-dp", "8", "--ep", "8", "--precision", "fp8", "--batch", "64", "--json"])
+    assert rc == 0 and d["parallel"]["attention_dp"] == 8

@@ -55,6 +55,8 @@ def register(subparsers) -> None:
                    help="serving framework whose step/request costs, memory rule and KV formats apply "
                         "(Trainium: nxdi; GPUs: trtllm | vllm | sglang)")
     i.add_argument("--kv-dtype", default=None, help="KV-cache format: bf16 | fp8 | fp4 (default: the framework's)")
+    i.add_argument("--replicas", type=int, default=1,
+                   help="copies of the tp x pp replica sharing the load (8 GPUs as 4 x TP2: --tp 2 --replicas 4)")
     i.add_argument("--attention-dp", type=int, default=1,
                    help="attention data-parallel groups within the TP group (MoE: experts over --ep ranks)")
     i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
@@ -145,7 +147,8 @@ def cmd_infer(args) -> int:
                                comm=args.comm, hardware_file=args.hardware, rate=args.rate,
                                input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
                                max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
-                               framework=args.framework, attention_dp=args.attention_dp)
+                               framework=args.framework, attention_dp=args.attention_dp,
+                               replicas=args.replicas)
     if args.json:
         print_json(e.to_dict())
         return 0
