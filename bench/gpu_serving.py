@@ -178,14 +178,12 @@ def predict(row: dict):
             mx, my = statistics.fmean(xs), statistics.fmean(ys)
             slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
             v, note = (slope, "ms/token") if sc == "slope" else (my - slope * mx, "ms")
-        elif sc == "prefill_node":
-            b = row["batch"]
+        elif sc in ("prefill_node", "decode_node"):
+            # the row's batch is per GPU; the replica spans `nodes` 8-GPU nodes, attention DP over every GPU
+            b = row["batch"] * row.get("attention_dp", 1)
             en.est(b, inp, 1, check=True)
-            v, note = b * inp / en.prefill_s(b, inp) * 8, "tokens/s per node"
-        elif sc == "decode_node":
-            b = row["batch"]
-            en.est(b, inp, 1, check=True)
-            v, note = b / en.decode_s(b, inp) * 8, "tokens/s per node"
+            per_replica = b * inp / en.prefill_s(b, inp) if sc == "prefill_node" else b / en.decode_s(b, inp)
+            v, note = per_replica / row.get("nodes", 1), "tokens/s per node"
         else:
             raise ValueError(sc)
     except TrnsimError as e:

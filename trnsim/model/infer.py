@@ -119,7 +119,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                         + (f" attention-dp={attention_dp}" if attention_dp > 1 else ""), system.rank_name)
     opts = dict(kv_bytes=kvb, attention_dp=attention_dp, step_overhead_s=fw.step_overhead_s if fw else 0.0)
     prefill = chunked_prefill(lambda b, q, k: step_seconds(ctx, par, b, q, k, decode=False, **opts), batch,
-                              input_len, fw.prefill_chunk_tokens if fw else 0)
+                              input_len, fw.prefill_chunk_tokens * attention_dp if fw else 0)   # a budget per DP rank
     # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
     decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True, **opts)
     request_s = fw.request_overhead_s if fw else 0.0
