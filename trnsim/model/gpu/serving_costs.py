@@ -13,9 +13,9 @@ from typing import Dict, Mapping, Optional
 from ...errors import ConfigError, HardwareFileError
 from ..ops import OP_KINDS, Op, OpTime
 from .costs import op_bytes, op_flops
-from .datafile import Figure, read_toml_file, unwrap_figures
+from ...hardware.figures import Figure, read_toml, unwrap_figures
 from .efficiency import MEMORY_KINDS, load_efficiency
-from .systems import GpuCatalog, load_gpu_catalog
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 
 SERVING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "serving.toml")
 FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "hbm", "attention_prefill", "attention_decode_hbm")
@@ -36,7 +36,7 @@ def load_serving_factors(gpu: str, path: Optional[str] = None,
     """The factors of ``gpu`` ([default] merged with [gpu.<key>], then ``overrides``)."""
     file = os.path.abspath(path) if path else SERVING_FILE
     prov: Dict[str, Figure] = {}
-    vals = unwrap_figures(read_toml_file(file), "", file, prov)
+    vals = unwrap_figures(read_toml(file, "data-file"), "", file, prov)
     merged = {**vals.get("default", {}), **vals.get("gpu", {}).get(gpu, {}), **(overrides or {})}
     bad = set(merged) - set(FACTORS) - {"m_half", "kernel_s"}
     if bad:
