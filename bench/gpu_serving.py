@@ -15,7 +15,6 @@ import argparse
 import csv
 import inspect
 import json
-import math
 import os
 import statistics
 import sys

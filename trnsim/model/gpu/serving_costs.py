@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
 from ...errors import ConfigError, HardwareFileError
+from ...hardware.figures import Figure, read_toml, unwrap_figures
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 from ..ops import OP_KINDS, Op, OpTime
 from .costs import op_bytes, op_flops
-from ...hardware.figures import Figure, read_toml, unwrap_figures
-from .efficiency import MEMORY_KINDS, load_efficiency
-from ...hardware.gpus import GpuCatalog, load_gpu_catalog
+from .efficiency import load_efficiency
 
 SERVING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "serving.toml")
 FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "hbm", "attention_prefill", "attention_decode_hbm")
