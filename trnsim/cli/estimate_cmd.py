@@ -20,23 +20,28 @@ def register(subparsers) -> None:
     common.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1|2 (trn2/trn3)")
     common.add_argument("--precision", default="bf16", help="matmul format: bf16|fp8|mxfp8|mxfp4")
     common.add_argument("--sparsity", default=None, help="M:N structured sparsity, e.g. 4:16 (trn2/trn3)")
-    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim", "alpha-beta"),
-                        help="collectives model (fabric, the default, is the one the calibration was fitted with)")
+    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim"),
+                        help="collectives model: the fabric's closed forms (default) or its flow simulator")
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
+    common.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
+                        help="repeat the estimate over values of one parameter (infer: batch, input, output, "
+                             "tp, pp, nodes; train: seq, tp, pp, dp, nodes, micro-batch, global-batch)")
+    common.add_argument("--html", metavar="FILE", default=None, help="with --sweep: an HTML page of the sweep's "
+                        "table and charts")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     est = subparsers.add_parser("estimate", help="training / inference time, memory and MFU of a model",
                                 description="Estimate a training step or inference of a transformer model.")
     sub = est.add_subparsers(dest="estimate_command", metavar="KIND")
     t = sub.add_parser("train", parents=[common], help="one training step (AdamW, bf16 autocast)")
-    t.add_argument("--dp", type=int, default=0, help="data parallel degree (default: the cores left)")
+    t.add_argument("--dp", type=int, default=None, help="data parallel degree (default: the cores left)")
     t.add_argument("--cp", type=int, default=1, help="context parallel degree")
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
     t.add_argument("--sp", action="store_true", help="sequence parallel (with tp > 1)")
     t.add_argument("--zero", type=int, default=0, help="0, or 1 for ZeRO-1")
     t.add_argument("--seq", type=int, default=2048, help="sequence length")
-    t.add_argument("--global-batch", type=int, default=0, help="sequences per step (default dp x micro)")
+    t.add_argument("--global-batch", type=int, default=None, help="sequences per step (default dp x micro)")
     t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     t.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
     t.set_defaults(func=cmd_train, default_instance="trn1.32xlarge")
@@ -56,12 +61,17 @@ def register(subparsers) -> None:
 
 
 def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the estimator's roofline default)."""
+    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
     if args.costs != "simulated":
         return None
+    from ..errors import ConfigError
     from ..hardware import load_catalog
     from ..kernels import time_reference
     from ..model.opcost import SimulatedOpCosts
+    from ..model.system import make_system
+    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
+        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
+                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
     cat = load_catalog(args.hardware)
     chip = cat.chips[cat.instance(instance).chip]
     return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
@@ -71,66 +81,105 @@ def _band(x: float) -> str:
     return f"±{x:.0%}"
 
 
+def _rank(e) -> str:
+    """What one rank of the estimate's system is: NeuronCore or GPU."""
+    from ..model.system import make_system
+    return make_system(e.instance, e.nodes, e.lnc if e.lnc > 1 else None).rank_name
+
+
+def _kinds_table(title: str, rows) -> object:
+    """Collectives per kind: (label, {calls, seconds, bytes}) rows."""
+    return table(title, ["collective", "calls", "ms", "us per call", "MiB per call"],
+                 [(k, f"{c['calls']:,.0f}", f"{c['seconds'] * 1e3:.3f}", f"{c['seconds'] / c['calls'] * 1e6:.1f}",
+                   f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
+
+
+def _train(args, inst: str):
+    """The training estimate the command line asks for."""
+    return estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                             cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                             seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                             recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                             costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+
+
 def cmd_train(args) -> int:
     """Estimate one training step and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "train", inst, _train)
     with Spinner(not args.json, "estimating training step"):
-        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                              cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                              seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                              recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+        e = _train(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
     out = console()
     b = e.error_band["step_time_s"]
     p = e.parallel
-    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} (LNC={e.lnc}, {e.cores} cores; tp={p['tp']} "
+    rank = _rank(e)
+    units = f"LNC={e.lnc}, {e.cores} cores" if rank == "NeuronCore" else f"{e.cores} GPUs"
+    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} ({units}; tp={p['tp']} "
                     f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''})",
                     ["figure", "value", "error band"],
                     [("step time", f"{e.step_time_s:.3f} s", _band(b)), ("sequences/s", f"{e.seq_per_s:,.1f}", _band(b)),
                      ("tokens/s", f"{e.tokens_per_s:,.0f}", _band(b)), ("MFU", f"{e.mfu:.1%}", _band(b)),
                      ("HFU (with recompute)", f"{e.hfu:.1%}", ""),
                      ("micro-batches per step", e.micro_batches, ""),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", "")]))
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      "")]))
     out.print(table("Breakdown of one step (critical path)", ["part", "seconds", "share"],
                     [(k, f"{v:.4f}", f"{v / e.step_time_s:.1%}") for k, v in e.breakdown.items()]))
     if e.comm:
         out.print(table("Collectives per step", ["collective", "bytes each", "seconds", "exposed", "overlapped"],
                         [(k, f"{c['bytes'] / 2**20:,.1f} MiB", f"{c['seconds']:.4f}", f"{c['exposed']:.4f}",
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
-    out.print(table("Memory per NeuronCore (GiB)", ["part", "GiB"],
+    if e.collectives:
+        out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
+    out.print(table(f"Memory per {_rank(e)} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
     return 0
 
 
+def _infer(args, inst: str):
+    """The inference estimate the command line asks for."""
+    return estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                              sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
+                              precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
+                              comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                              input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                              max_batch=args.max_batch, seed=args.seed)
+
+
 def cmd_infer(args) -> int:
     """Estimate prefill / decode (and a served request mix with --rate) and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "infer", inst, _infer)
     with Spinner(not args.json, "estimating inference"):
-        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                               sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                               comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                               input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                               max_batch=args.max_batch, seed=args.seed)
+        e = _infer(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
     out = console()
     eb = e.error_band
-    out.print(table(f"Inference {e.model} on {e.instance} (LNC={e.lnc}; tp={e.parallel['tp']} pp={e.parallel['pp']}"
+    rank = _rank(e)
+    lnc = f"LNC={e.lnc}; " if rank == "NeuronCore" else ""
+    out.print(table(f"Inference {e.model} on {e.instance} ({lnc}tp={e.parallel['tp']} pp={e.parallel['pp']}"
                     f" ep={e.parallel['ep']}; batch {e.batch}, {e.input_len} in / {e.output_len} out, {e.precision})",
                     ["figure", "value", "error band"],
                     [("TTFT", f"{e.ttft_ms:.2f} ms", _band(eb["ttft_ms"])),
                      ("TPOT", f"{e.tpot_ms:.3f} ms", _band(eb["tpot_ms"])),
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", ""),
-                     ("KV cache per core", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
-    out.print(table("Breakdown", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+    out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
+                    "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+    rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
+    if rows:
+        out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
     if e.serving:
         s = e.serving
         out.print(table(f"Continuous batching: {s.requests} requests at {s.rate_per_s:g}/s, {s.max_batch} slots",
@@ -149,3 +198,31 @@ def _footer(out, e) -> None:
               f"estimate took {e.sim_seconds * 1e3:.0f} ms")
     for n in e.notes:
         out.print(f"note: {n}")
+
+
+# the estimator keyword a sweep sets -> the command-line option that carries it
+_DEST = {"input_len": "input", "output_len": "output"}
+
+
+def _run_sweep(args, kind: str, inst: str, call) -> int:
+    """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
+    from ..report.export import _write as write_text
+    from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    param, values = parse_sweep(args.sweep, kind)
+    key = PARAMS[kind][param]
+    dest = _DEST.get(key, key)
+
+    def one(**kw):
+        return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
+    with Spinner(not args.json, f"sweeping {param}"):
+        s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
+    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    if args.json:
+        print_json({"sweep": s.to_dict(), "written": written})
+        return 0
+    cols, rows = s.table()
+    out = console()
+    out.print(table(s.title, cols, rows))
+    for p in written:
+        out.print(f"wrote {p}")
+    return 0

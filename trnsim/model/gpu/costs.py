@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 from ...errors import ConfigError
 from ..ops import OP_KINDS, Op, OpTime
 from .efficiency import MEMORY_KINDS, EfficiencyTable, load_efficiency
-from .systems import GpuCatalog, load_gpu_catalog
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 
 # Storage bytes per element of the dtype names the estimator writes in Op.dtype (a fact of the format).
 ITEMSIZE = {
@@ -88,6 +88,13 @@ class GpuOpCosts:
             return self.attention_peak * self.table.attention[self.table.attention_precision]
         raise ConfigError(f"{kind} ops are memory-bound here", rule="op-kind", limit=("matmul", "attention"),
                           value=kind)
+
+    def bound(self, op: Op) -> str:
+        """"memory" where the op's HBM bytes take longer than its FLOPs on this GPU, else "compute"."""
+        if op.kind in MEMORY_KINDS:
+            return "memory"
+        mem = op_bytes(op, self.table.passes) / self.hbm_bytes_per_s
+        return "memory" if mem >= op_flops(op) / self.achieved_flops(op.kind) else "compute"
 
     def time(self, op: Op) -> OpTime:
         """Seconds of ``op`` on one GPU, all batch repeats included (``how="roofline"``)."""
