@@ -1,10 +1,10 @@
 """``trnsim estimate train|infer``: model-level training step / inference estimates with memory fit,
-breakdown and error band (thin layer over ``trnsim.model.estimate_training`` / ``estimate_inference``)."""
+breakdown and error band (thin layer over ``trnsim.api.estimate_training`` / ``estimate_inference``)."""
 from __future__ import annotations
 
 import argparse
 
-from ..model import estimate_inference, estimate_training
+from .. import api
 from .output import Spinner, console, print_json, table
 
 
@@ -55,18 +55,6 @@ def register(subparsers) -> None:
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
 
 
-def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the estimator's roofline default)."""
-    if args.costs != "simulated":
-        return None
-    from ..hardware import load_catalog
-    from ..kernels import time_reference
-    from ..model.opcost import SimulatedOpCosts
-    cat = load_catalog(args.hardware)
-    chip = cat.chips[cat.instance(instance).chip]
-    return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
-
-
 def _band(x: float) -> str:
     return f"±{x:.0%}"
 
@@ -75,11 +63,11 @@ def cmd_train(args) -> int:
     """Estimate one training step and print it."""
     inst = args.instance or args.default_instance
     with Spinner(not args.json, "estimating training step"):
-        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+        e = api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
                               cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
                               seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                               recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+                              costs=args.costs, comm=args.comm, hardware_file=args.hardware)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -110,9 +98,9 @@ def cmd_infer(args) -> int:
     """Estimate prefill / decode (and a served request mix with --rate) and print it."""
     inst = args.instance or args.default_instance
     with Spinner(not args.json, "estimating inference"):
-        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+        e = api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
                                sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
+                               precision=args.precision, sparsity=args.sparsity, costs=args.costs,
                                comm=args.comm, hardware_file=args.hardware, rate=args.rate,
                                input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
                                max_batch=args.max_batch, seed=args.seed)

@@ -88,9 +88,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                            prompt=input_len)
     need = chips_needed(cfg, ctx.prec.weight_bytes, ctx, batch, ctx_len)
     if check_memory and not mem.fits:
-        sugg = [f"--tp {t}" for t in (tp * 2, tp * 4) if t <= system.cores and cfg.heads % t == 0][:1]
-        if ctx.prec.name == "bf16":
-            sugg.append("--precision fp8")
+        # a larger layout that fits comes from the planner a layer up (trnsim.api adds it first)
+        sugg = ["--precision fp8"] if ctx.prec.name == "bf16" else []
         raise fit_error(mem, sugg + [f"at least {need} chips"],
                         f"serving {cfg.name} (batch {batch}, context {ctx_len}) with tp={tp} pp={pp}")
     prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)

@@ -16,7 +16,7 @@ from ..model.memory import GIB, expert_params_per_core, params_per_core, trainin
 from ..model.ops import Op, OpTime
 from ..model.parallel import Parallel, make_system
 from ..model.train import estimate_training
-from .rules import Config
+from .rules import Config, layout_batch
 
 # costs factory: (target, lnc, hardware_file) -> OpCosts; must be picklable (a module-level function or
 # functools.partial of one) because every worker process calls it once per LNC
@@ -30,7 +30,7 @@ class Job:
     model: Union[str, ModelConfig]
     instance: str
     seq: int
-    global_batch: int
+    global_batch: int         # 0: each layout's own, from batch_seqs (rules.layout_batch)
     precision: str = "bf16"
     sparsity: Optional[str] = None
     costs: Optional[CostsFactory] = None     # None: the catalog roofline
@@ -38,6 +38,7 @@ class Job:
     hardware_file: Optional[str] = None
     overrides: Optional[Mapping[str, Any]] = field(default=None, hash=False)
     efficiency: Optional[Mapping[str, float]] = field(default=None, hash=False)
+    batch_seqs: float = 0.0   # sequences per step to round up to whole dp x micro-batch rounds
 
 
 class Evaluated(NamedTuple):
@@ -54,6 +55,7 @@ class Evaluated(NamedTuple):
     micro_batches: int = 0
     comm_exposed_s: float = 0.0
     bubble_s: float = 0.0
+    global_batch: int = 0
 
 
 class _MemoCosts:
@@ -152,9 +154,9 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
         if not mem.fits:
             return Evaluated(c, "memory-fit", f"needs {mem.total / GIB:.1f} GiB per core, has {hbm / GIB:.1f} GiB",
                              memory_gib=mem.total / GIB, hbm_gib=hbm / GIB)
+        gb = layout_batch(c.dp, c.micro_batch, job.global_batch, job.batch_seqs)
         e = estimate_training(st.cfg, job.instance, nodes=c.count, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep,
-                              vp=c.vp, sp=c.sp, zero=c.zero, lnc=c.lnc, seq=job.seq,
-                              global_batch=job.global_batch, micro_batch=c.micro_batch, recompute=c.recompute,
+                              vp=c.vp, sp=c.sp, zero=c.zero, lnc=c.lnc, seq=job.seq, global_batch=gb, micro_batch=c.micro_batch, recompute=c.recompute,
                               precision=job.precision, sparsity=job.sparsity, costs=costs, comm=comm,
                               hardware_file=job.hardware_file, overrides=st.overrides,
                               efficiency=job.efficiency, check_memory=False)
@@ -165,7 +167,7 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
     return Evaluated(c, "ok", "", memory_gib=e.memory_per_core_gib, hbm_gib=hbm / GIB,
                      step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s, mfu=e.mfu, hfu=e.hfu,
                      micro_batches=e.micro_batches, comm_exposed_s=e.breakdown["comm_exposed"],
-                     bubble_s=e.breakdown["pipeline_bubble"])
+                     bubble_s=e.breakdown["pipeline_bubble"], global_batch=gb)
 
 
 def evaluate_batch(job: Job, configs: Sequence[Config]) -> List[Evaluated]:

@@ -49,9 +49,10 @@ def _lncs(space: SearchSpace, supported: Sequence[int], chip: str) -> Tuple[int,
 
 
 def enumerate_configs(cfg: ModelConfig, instance: str, counts: Sequence[int], lncs: Sequence[int],
-                      space: SearchSpace, seq: int, global_batch: int, hardware_file: Optional[str] = None
-                      ) -> Tuple[List[Config], Dict[str, List], int]:
-    """(configs passing every structural rule, rule -> [count, first config, reason], number enumerated)."""
+                      space: SearchSpace, seq: int, global_batch: int, hardware_file: Optional[str] = None,
+                      batch_seqs: float = 0.0) -> Tuple[List[Config], Dict[str, List], int]:
+    """(configs passing every structural rule, rule -> [count, first config, reason], number enumerated);
+    ``global_batch`` 0: each layout's own, ``batch_seqs`` rounded up to whole dp x micro-batch rounds."""
     facts = ModelFacts.of(cfg)
     keep: List[Config] = []
     drops: Dict[str, List] = {}
@@ -66,7 +67,7 @@ def enumerate_configs(cfg: ModelConfig, instance: str, counts: Sequence[int], ln
                 mp = tp * pp * cp
                 c = Config(count, lnc, tp, pp, vp, cp, ep, sp, zero, mb, rc,
                            0 if system.cores % mp else system.cores // mp)
-                bad = violation(c, facts, system.cores, seq, global_batch)
+                bad = violation(c, facts, system.cores, seq, global_batch, batch_seqs)
                 if bad is None:
                     keep.append(c)
                     continue
@@ -86,7 +87,7 @@ def _chunks(items: List[Config], workers: int) -> List[List[Config]]:
 
 
 def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence[int]] = 1, seq: int = 2048,
-         global_batch: Optional[int] = None, precision: str = "bf16", objective: str = "time", top: int = 10,
+         global_batch: Optional[int] = None, batch_tokens: Optional[float] = None, precision: str = "bf16", objective: str = "time", top: int = 10,
          backend: str = "local", workers: Optional[int] = None, progress: Optional[Progress] = None,
          sparsity: Optional[str] = None, costs: Optional[CostsFactory] = None, comm: Optional[str] = None,
          hardware_file: Optional[str] = None, space: Optional[Mapping[str, Any]] = None,
@@ -94,11 +95,19 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
          overrides: Optional[Mapping[str, Any]] = None, efficiency: Optional[Mapping[str, float]] = None,
          keep_rows: bool = True) -> PlanResult:
     """Search the training layouts of ``model`` on ``count`` x ``system`` and rank the ones that fit by
-    ``objective`` (time: s/step; cost: USD/step from ``price``; energy: J/step from ``power``)."""
+    ``objective`` (time: s/step; cost: USD/step from ``price``; energy: J/step from ``power``).  The step is
+    ``global_batch`` sequences, or with ``batch_tokens`` each layout's own: the tokens rounded up to whole
+    dp x micro-batch rounds, scored per ``batch_tokens / seq`` sequences so layouts compare fairly."""
     t0 = time.perf_counter()
     counts = _counts(count)
     seq = _positive("seq", seq)
-    global_batch = _positive("global batch", global_batch)
+    batch_seqs = 0.0
+    if batch_tokens is not None and global_batch is None:
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, (int, float)) or not batch_tokens > 0:
+            raise PlanError("batch tokens must be a positive number", rule="batch", limit="> 0", value=batch_tokens)
+        batch_seqs, global_batch = float(batch_tokens) / seq, 0
+    else:
+        global_batch = _positive("global batch", global_batch)
     if not isinstance(top, int) or top < 1:
         raise PlanError("top must be a positive integer", rule="plan-top", limit=">= 1", value=top)
     n_workers = check_backend(backend, workers)
@@ -111,12 +120,14 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     sp = space if isinstance(space, SearchSpace) else SearchSpace.default(space)
     lncs = _lncs(sp, ctx.system.core.lnc, ctx.system.chip.name)
 
-    keep, drops, total = enumerate_configs(cfg, system, counts, lncs, sp, seq, global_batch, hardware_file)
+    keep, drops, total = enumerate_configs(cfg, system, counts, lncs, sp, seq, global_batch, hardware_file,
+                                           batch_seqs)
     if progress:
         progress(0, len(keep), "estimating")
     job = Job(key=uuid.uuid4().hex, model=cfg, instance=system, seq=seq, global_batch=global_batch,
               precision=precision, sparsity=sparsity, costs=costs, comm=comm, hardware_file=hardware_file,
-              overrides=dict(overrides) if overrides else None, efficiency=dict(efficiency) if efficiency else None)
+              overrides=dict(overrides) if overrides else None, efficiency=dict(efficiency) if efficiency else None,
+              batch_seqs=batch_seqs)
     t1 = time.perf_counter()
     batches = _chunks(keep, n_workers)
     rows: List[Evaluated] = [r for b in run_batches(job, batches, backend, n_workers, progress) for r in b]
@@ -127,6 +138,8 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     for r in rows:
         if r.status == "ok":
             s = obj.score(r.config.count, r.step_time_s, r.hfu)
+            if batch_seqs:   # per the nominal batch: a layout rounding the batch up is charged per sequence
+                s *= batch_seqs / r.global_batch
             ok.append((s, r.config, r))
             scores.append(s)
             continue
@@ -151,7 +164,7 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     best = tuple(Ranked(rank=i + 1, config=c.as_dict(), label=c.label(), score=s, step_time_s=r.step_time_s,
                         tokens_per_s=r.tokens_per_s, mfu=r.mfu, memory_per_core_gib=r.memory_gib,
                         hbm_per_core_gib=r.hbm_gib, comm_exposed_s=r.comm_exposed_s, bubble_s=r.bubble_s,
-                        micro_batches=r.micro_batches)
+                        micro_batches=r.micro_batches, global_batch=r.global_batch)
                  for i, (s, c, r) in enumerate(ok[:top]))
     notes = [f"collectives timed by {ctx.comm_name}; op costs: {'roofline' if costs is None else 'injected'}"]
     if objective == "energy":
@@ -161,5 +174,5 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
                       objective_unit=obj.unit, enumerated=total, memory_checked=len(rows), estimated=len(ok),
                       dropped=dropped, best=best, backend=backend, workers=n_workers,
                       wall_s=time.perf_counter() - t0, eval_wall_s=eval_wall, space=sp.to_dict(),
-                      notes=tuple(notes), rows=tuple(rows) if keep_rows else (),
+                      notes=tuple(notes), batch_tokens=batch_seqs * seq, rows=tuple(rows) if keep_rows else (),
                       scores=tuple(scores) if keep_rows else ())
