@@ -1,6 +1,7 @@
 """The nearest layouts that fit, for an estimate refused for memory: the "try --tp 16 --zero 1" of its
 message.  The same rules (``rules.violation``) and memory model as the planner's search, over a small
-neighbourhood of the refused layout: fewest changed flags first, then the fewest model-parallel ranks."""
+neighbourhood of the refused layout: fewest changed flags first, then the fewest model-parallel ranks.
+Also the TP degrees a serving replica may take (``serving_tps``, what compare's serving search walks)."""
 from __future__ import annotations
 
 from typing import List, Mapping, Optional, Tuple
@@ -72,3 +73,14 @@ def nearest_inference(cfg: ModelConfig, tp: int, pp: int, ep: int, sp: bool, ran
             found.append((len(flags), t * p, p, " ".join(flags)))   # on a tie, the shallower pipeline
     found.sort()
     return [f for *_, f in found[:limit]]
+
+
+def serving_tps(cfg: ModelConfig, cap: int) -> List[int]:
+    """TP degrees of a serving replica, powers of two up to ``cap``, that the layout rules allow (at least 1)."""
+    facts = ModelFacts.of(cfg)
+    out, t = [], 1
+    while t <= cap:
+        if structure(facts, t, t, 1) is None:
+            out.append(t)
+        t *= 2
+    return out or [1]
