@@ -49,17 +49,18 @@ class Broken(NamedTuple):
 
 
 def structure(m: ModelFacts, ranks: int, tp: int, pp: int, cp: int = 1, ep: int = 1, vp: int = 1,
-              sp: bool = False, dp: int = 0, where: str = "") -> Optional[Broken]:
+              sp: bool = False, dp: int = 0, where: str = "", unit: str = "ranks") -> Optional[Broken]:
     """The first rule the degrees break against the model and ``ranks`` ranks, or None.  ``dp`` 0: the
-    ranks the model-parallel group leaves (``ranks // (tp x pp x cp)``); ``where`` names the system."""
+    ranks the model-parallel group leaves (``ranks // (tp x pp x cp)``); ``unit`` names the ranks (logical
+    NeuronCores, GPUs) and ``where`` the system, for the message."""
     mp = tp * pp * cp
     if ranks % mp:
-        return Broken("parallel-cores", f"tp x pp x cp = {mp} does not divide the {ranks} ranks{where}",
+        return Broken("parallel-cores", f"tp x pp x cp = {mp} does not divide the {ranks} {unit}",
                       f"a divisor of {ranks}", mp)
     full = ranks // mp
     if dp and dp != full:
-        return Broken("parallel-cores", f"tp x pp x cp x dp = {mp * dp} but the system has {ranks} ranks{where}",
-                      ranks, mp * dp, f"use --dp {full} or change the instance count")
+        return Broken("parallel-cores", f"tp x pp x cp x dp = {mp * dp} but the system has {ranks} {unit}{where}",
+                      ranks, mp * dp, f"use --dp {full} or change --nodes")
     dp = dp or full
     if m.heads % tp:
         return Broken("parallel-tp-heads", f"tp={tp} does not divide the {m.heads} attention heads of {m.name}",

@@ -108,7 +108,7 @@ def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int
     total = system.cores if ranks is None else ranks
     where = f" ({system.nodes} x {system.instance.key}, LNC={system.lnc})" if ranks is None else ""
     bad = rules.structure(rules.ModelFacts.of(cfg), total, par.tp, par.pp, par.cp, par.ep, par.vp, par.sp,
-                          par.dp, where)
+                          par.dp, where, "logical NeuronCores")
     if bad:
         _bad(bad.message, bad.rule, bad.limit, bad.value, bad.hint)
     dp = par.dp or total // par.model_parallel
