@@ -267,10 +267,17 @@ def _costs_for(costs: Any, instance: str, lnc: Optional[int], hardware: Optional
         if isinstance(costs, str):
             raise ConfigError(f"unknown op-cost source {costs!r}", rule="costs", limit=COSTS, value=costs)
         return costs
-    from .hardware import load_catalog
-    cat = load_catalog(hardware)
-    chip = cat.chips[cat.instance(instance).chip]
-    return simulated_costs(chip.target, lnc, hardware)
+    return simulated_costs(_neuron_system(instance, hardware).target, lnc, hardware)
+
+
+def _neuron_system(instance: str, hardware: Optional[str]):
+    """The system ``instance``, which simulated op costs need to be a Trainium one (they run NKI kernels)."""
+    from .model.system import make_system
+    system = make_system(instance, hardware_file=hardware)
+    if system.rank_name != "NeuronCore":
+        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
+                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
+    return system
 
 
 def estimate_training(model, instance: str = "trn1.32xlarge", costs: Any = "roofline", **kwargs):
@@ -297,33 +304,34 @@ def estimate_inference(model, instance: str = "trn2.48xlarge", costs: Any = "roo
         raise e.with_suggestions(_inference_hints(model, instance, kwargs)) from None
 
 
-def _context(model, instance: str, kw: Dict[str, Any]):
+def _context(model, instance: str, kw: Dict[str, Any], training: bool):
     from .model.context import make_context
     return make_context(model, instance, kw.get("nodes", 1), kw.get("lnc"), kw.get("precision", "bf16"),
-                        kw.get("sparsity"), None, None, kw.get("hardware_file"))
+                        kw.get("sparsity"), None, None, kw.get("hardware_file"), training=training)
 
 
 def _training_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
     """The planner's nearest fitting training layouts for the refused estimate's arguments."""
     from .model.parallel import Parallel, resolve
     from .plan.hints import nearest_training
-    ctx = _context(model, instance, kw)
+    ctx = _context(model, instance, kw, True)
+    over = {**ctx.system.memory_overrides(), **(kw.get("overrides") or {})}
     par = resolve(Parallel(**{k: kw.get(k, d) for k, d in (("tp", 1), ("pp", 1), ("dp", 0), ("cp", 1),
                                                              ("ep", 1), ("vp", 1), ("sp", False), ("zero", 0))}),
                   ctx.cfg, ctx.system)
     return nearest_training(ctx.cfg, par, ctx.system.cores, float(ctx.system.hbm_bytes_per_core),
                             kw.get("micro_batch", 1), kw.get("seq", 2048), kw.get("recompute", "none"),
-                            kw.get("global_batch", 0), kw.get("overrides"))
+                            kw.get("global_batch", 0), over)
 
 
 def _inference_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
     """The planner's nearest fitting serving replica for the refused estimate's arguments."""
     from .plan.hints import nearest_inference
-    ctx = _context(model, instance, kw)
+    ctx = _context(model, instance, kw, False)
     inp, out = kw.get("input_len", 128), kw.get("output_len", 128)
     return nearest_inference(ctx.cfg, kw.get("tp", 1), kw.get("pp", 1), kw.get("ep", 1), kw.get("sp", False),
                              ctx.system.cores, float(ctx.system.hbm_bytes_per_core), kw.get("batch", 1), inp + out,
-                             inp, ctx.prec.weight_bytes)
+                             inp, ctx.prec.weight_bytes, ctx.system.memory_overrides())
 
 
 def plan(model, system: str, costs: Any = "roofline", objective: str = "time", prices: Optional[Any] = None,
@@ -333,6 +341,7 @@ def plan(model, system: str, costs: Any = "roofline", objective: str = "time", p
     power model (at ``pue``) from ``trnsim.cost``."""
     from .plan import plan as search
     if costs == "simulated":
+        _neuron_system(system, kwargs.get("hardware_file"))
         factory = simulated_costs
     elif costs is None or costs == "roofline":
         factory = None

@@ -52,20 +52,20 @@ def test_every_rule_has_a_meaning_and_grids_are_divisors():
     assert all(RULES.values())
     assert divisors(2048, 256) == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     assert divisors(1152, 20) == (1, 2, 3, 4, 6, 8, 9, 12, 16, 18)
-    g = grids(SearchSpace.default(), cores=1024, cores_per_node=256, experts=0)
+    g = grids(SearchSpace.default(), cores=1024, fast_domain=256, experts=0)
     assert g.tp[-1] == 256 and g.ep == (1,)
     assert g.pp[-1] == 64        # the pp_max cap of space.toml
 
 
 def test_expert_parallel_degrees_divide_cores_and_experts():
-    g = grids(SearchSpace.default(), cores=256, cores_per_node=128, experts=8)
+    g = grids(SearchSpace.default(), cores=256, fast_domain=128, experts=8)
     assert g.ep == (1, 2, 4, 8)
-    g = grids(SearchSpace.default(dict(ep_max=16)), cores=96, cores_per_node=96, experts=128)
+    g = grids(SearchSpace.default(dict(ep_max=16)), cores=96, fast_domain=96, experts=128)
     assert g.ep == (1, 2, 4, 8, 16)
 
 
 def test_zero_caps_mean_the_machine():
-    g = grids(SearchSpace.default(dict(tp_max=0, pp_max=0, ep_max=0)), cores=64, cores_per_node=16, experts=64)
+    g = grids(SearchSpace.default(dict(tp_max=0, pp_max=0, ep_max=0)), cores=64, fast_domain=16, experts=64)
     assert g.tp[-1] == 16 and g.pp[-1] == 64 and g.ep[-1] == 64
 
 

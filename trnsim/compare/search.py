@@ -79,12 +79,12 @@ def _pow2(lo: int, hi: int) -> List[int]:
 
 
 def train_space(ref: SystemRef) -> Dict[str, Any]:
-    """Compare's slice of the planner's space on ``ref``: ``data/search.toml`` [train], TP capped at one
-    instance's ranks, the system's default LNC."""
-    from ..model.parallel import make_system
+    """Compare's slice of the planner's space on ``ref``: ``data/search.toml`` [train], TP capped at the
+    system's fastest domain (a Trainium instance, an NVLink domain), the system's default LNC."""
+    from ..model.system import make_system
     s = make_system(ref.key)
     space = {k: setting("train", k) for k in TRAIN_SPACE}
-    return dict(space, tp_max=min(int(setting("train", "tp_max")), s.cores_per_node), lnc=[s.lnc])
+    return dict(space, tp_max=min(int(setting("train", "tp_max")), s.fast_domain), lnc=[s.lnc])
 
 
 def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: Optional[Dict[str, Any]]):
@@ -108,11 +108,8 @@ def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: O
 def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> Choice:
     """Instances and layout for training ``w.tokens`` on ``ref`` within the deadline (see module doc)."""
     cfg = load_model(w.model) if isinstance(w.model, str) else w.model
-    if ref.is_gpu:
-        best_at = functools.partial(_gpu_best_at, _Estimator(ref, cfg, w))
-    else:
-        space = None if full_search else train_space(ref)
-        best_at = functools.partial(_best_at, cfg, ref, w, space=space)
+    space = None if full_search else train_space(ref)
+    best_at = functools.partial(_best_at, cfg, ref, w, space=space)
     best, nodes = None, 0
     for n in _pow2(1, w.max_instances):
         best = best_at(n)
@@ -147,111 +144,15 @@ def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> C
                   notes=tuple(notes) + tuple(best.notes))
 
 
-# GPU systems: the model/gpu twin's estimator, until the one estimator takes them
-PP_CHOICES = (1, 2, 4, 8, 16)
-RECOMPUTE = ("none", "selective", "full")
-
-
-def _tp_choices(cfg: ModelConfig, ref: SystemRef, fast_domain: int) -> List[int]:
-    tps = [t for t in _pow2(1, min(fast_domain, 64)) if cfg.heads % t == 0
-           and (cfg.is_mla or cfg.n_kv % t == 0 or t % cfg.n_kv == 0)]
-    return tps or [1]
-
-
-class _Estimator:
-    """The per-kind estimate and memory functions behind the training search."""
-
-    def __init__(self, ref: SystemRef, cfg: ModelConfig, w: Workload):
-        self.ref, self.cfg, self.w = ref, cfg, w
-        if ref.is_gpu:
-            from ..model.gpu.systems import load_gpu_catalog
-            spec = load_gpu_catalog().system(ref.key)
-            self.per_node, self.fast = spec.gpus, spec.nvlink_domain
-        else:
-            from ..model.parallel import make_system
-            s = make_system(ref.key)
-            self.per_node, self.fast = s.cores, s.cores_per_node
-        self._ctx: Dict[int, object] = {}
-
-    def ctx(self, nodes: int):
-        """A resolved GPU context per node count (op costs memoised across layouts)."""
-        if nodes not in self._ctx:
-            from ..model.gpu.estimate import make_gpu_context
-            self._ctx[nodes] = make_gpu_context(self.cfg, self.ref.key, nodes, self.w.precision)
-        return self._ctx[nodes]
-
-    def fits(self, nodes: int, tp: int, pp: int, rc: str) -> bool:
-        """Whether the layout's training memory fits (cheap: no op graph)."""
-        from ..model.memory import training_memory
-        from ..model.parallel import Parallel, ParallelError, resolve
-        from ..model.gpu.estimate import _Instance, _Ranks
-        ranks = self.per_node * nodes
-        try:
-            par = resolve(Parallel(tp=tp, pp=pp, zero=1, sp=tp > 1), self.cfg,
-                          _Ranks(cores=ranks, nodes=nodes, instance=_Instance(self.ref.key)))
-        except ParallelError:
-            return False
-        if self.ref.is_gpu:
-            c = self.ctx(nodes)
-            over = {"memory.reserved_bytes_per_core": c.figures["memory.reserved_bytes_per_gpu"]}
-            hbm = c.gpu_hbm_bytes
-        else:
-            from ..model.parallel import make_system
-            over, hbm = None, float(make_system(self.ref.key, nodes).hbm_bytes_per_core)
-        return training_memory(self.cfg, par, 1, self.w.seq, rc, hbm, over).fits
-
-    def estimate(self, nodes: int, tp: int, pp: int, rc: str):
-        """One training-step estimate of the layout (memory already checked)."""
-        ranks = self.per_node * nodes
-        dp = ranks // (tp * pp)
-        gb = max(1, math.ceil(self.w.batch_tokens / self.w.seq / dp)) * dp
-        kw = dict(nodes=nodes, tp=tp, pp=pp, zero=1 if dp > 1 else 0, sp=tp > 1, seq=self.w.seq,
-                  global_batch=gb, recompute=rc, precision=self.w.precision, check_memory=False)
-        if self.ref.is_gpu:
-            from ..model.gpu.estimate import estimate_gpu_training
-            return estimate_gpu_training(self.cfg, self.ref.key, ctx=self.ctx(nodes), **kw)
-        from ..model.estimate import estimate_training
-        return estimate_training(self.cfg, self.ref.key, **kw)
-
-
-def _gpu_best_at(est: _Estimator, nodes: int):
-    """The fastest fitting layout on ``nodes`` (None if none fits)."""
-    best = None
-    for tp in _tp_choices(est.cfg, est.ref, est.fast):
-        tried = 0
-        for pp in (p for p in PP_CHOICES if est.cfg.layers % p == 0):
-            rc = next((r for r in RECOMPUTE if est.fits(nodes, tp, pp, r)), None)
-            if rc is None:
-                continue
-            try:
-                e = est.estimate(nodes, tp, pp, rc)
-            except ConfigError:
-                continue
-            if best is None or e.tokens_per_s > best.tokens_per_s:
-                best = e
-            tried += 1
-            if tried == 2:   # deeper pipelines only add bubble once a shallower one fits
-                break
-    return best
-
-
 # ------------------------------------------------------------------------------------------- serving
 def _infer_fn(ref: SystemRef, cfg: ModelConfig, w: Workload) -> Tuple[Callable, int, int]:
     """(estimate(tp, batch), accelerator ranks per instance, max tp)."""
-    if ref.is_gpu:
-        from ..model.gpu.estimate import estimate_gpu_inference, make_gpu_context
-        from ..model.gpu.systems import load_gpu_catalog
-        spec = load_gpu_catalog().system(ref.key)
-        ctx = make_gpu_context(cfg, ref.key, 1, w.precision, training=False)
-        return (lambda tp, b: estimate_gpu_inference(cfg, ref.key, tp=tp, batch=b, input_len=w.input_len,
-                                                     output_len=w.output_len, ctx=ctx),
-                spec.gpus, spec.nvlink_domain)
     from ..model.estimate import estimate_inference
-    from ..model.parallel import make_system
+    from ..model.system import make_system
     s = make_system(ref.key)
-    return (lambda tp, b: estimate_inference(cfg, ref.key, tp=tp, batch=b, input_len=w.input_len,
+    return (lambda tp, b: estimate_inference(cfg, s, tp=tp, batch=b, input_len=w.input_len,
                                              output_len=w.output_len, precision=w.precision),
-            s.cores, s.cores)
+            s.cores_per_node, s.fast_domain)
 
 
 def search_inference(ref: SystemRef, w: Workload) -> Choice:

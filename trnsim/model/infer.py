@@ -14,6 +14,7 @@ from .memory import GIB, fit_error, inference_memory
 from .ops import OpCosts
 from .parallel import Parallel, ParallelError, group_ranks, resolve
 from .results import InferenceEstimate
+from .system import SystemModel
 from .transformer import inference_graph
 
 
@@ -29,33 +30,33 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
     layers = cfg.layers / par.pp
     T = batch * q
     comm = 0.0
+    tally: dict = {}
     if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
         ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
-        if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
-            per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
-        else:
-            per = ctx.comm_s("all-reduce", size, ranks)
-        comm += (2 * layers + 1) * per
+        # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
+        ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
+        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
     # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
     # layer's all-reduce, no all-to-all is needed
-    p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
+    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
+        if par.pp > 1 else 0.0
     stage = compute + comm
-    return dict(total=par.pp * stage + (par.pp - 1) * p2p, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=(par.pp - 1) * p2p, stage=stage)
+    parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
+    return dict(total=par.pp * stage + p2p, compute=par.pp * compute, comm=par.pp * comm,
+                p2p=p2p, stage=stage, parts=parts, collectives=tally)
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int) -> int:
-    """Fewest chips whose HBM holds the weights, the KV cache and each core's runtime reserve."""
+    """Fewest chips (GPUs) whose HBM holds the weights, the KV cache and each rank's runtime reserve."""
     from .memory import kv_cache_bytes
     from .params import count_params
     weights = count_params(cfg).total * weight_bytes
     kv = kv_cache_bytes(cfg, Parallel(), batch, ctx_len, float(figure("estimator", "inference.kv_bytes")))
-    chip = ctx.system.chip
-    usable = chip.hbm_bytes - chip.cores * float(figure("estimator", "memory.reserved_bytes_per_core"))
-    return max(1, math.ceil((weights + kv) / usable))
+    reserved = float(figure("estimator", "memory.reserved_bytes_per_core", ctx.system.memory_overrides()))
+    return max(1, math.ceil((weights + kv) / ctx.system.usable_chip_bytes(reserved)))
 
 
-def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48xlarge", nodes: int = 1,
+def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn2.48xlarge", nodes: int = 1,
                        tp: int = 1, pp: int = 1, ep: int = 1, sp: bool = False, lnc: Optional[int] = None,
                        batch: int = 1,
                        input_len: int = 128, output_len: int = 128, precision: str = "bf16",
@@ -66,9 +67,11 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                        efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
                        ) -> InferenceEstimate:
     """TTFT, TPOT and output tokens/s of ``batch`` requests (``input_len`` prompt, ``output_len`` new tokens)
-    served by one replica of tp x pp (x ep) logical cores; with ``rate``, continuous batching of a request mix."""
+    served by one replica of tp x pp (x ep) ranks of any system (a Trainium instance or UltraServer, a GPU
+    system); with ``rate``, continuous batching of a request mix."""
     t0 = time.perf_counter()
-    ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
+    ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,
+                       training=False)
     cfg, system = ctx.cfg, ctx.system
     if min(batch, input_len, output_len) < 1:
         raise ParallelError("batch, input and output lengths must be positive", rule="batch", limit=">= 1",
@@ -80,18 +83,20 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
     par = replace(par, dp=1)
     if tp * pp > system.cores:
-        raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} logical NeuronCores of "
-                            f"{system.nodes} x {system.instance.key} at LNC={system.lnc}", rule="parallel-cores",
+        unit = f"logical NeuronCores at LNC={system.lnc}" if system.rank_name == "NeuronCore" else "GPUs"
+        raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} {unit} of "
+                            f"{system.nodes} x {system.key}", rule="parallel-cores",
                             limit=system.cores, value=tp * pp)
     ctx_len = input_len + output_len
     mem = inference_memory(cfg, par, batch, ctx_len, ctx.prec.weight_bytes, float(system.hbm_bytes_per_core),
-                           prompt=input_len)
+                           prompt=input_len, overrides=system.memory_overrides())
     need = chips_needed(cfg, ctx.prec.weight_bytes, ctx, batch, ctx_len)
     if check_memory and not mem.fits:
         # a larger layout that fits comes from the planner a layer up (trnsim.api adds it first)
         sugg = ["--precision fp8"] if ctx.prec.name == "bf16" else []
-        raise fit_error(mem, sugg + [f"at least {need} chips"],
-                        f"serving {cfg.name} (batch {batch}, context {ctx_len}) with tp={tp} pp={pp}")
+        raise fit_error(mem, sugg + [f"at least {need} {'GPUs' if system.rank_name == 'GPU' else 'chips'}"],
+                        f"serving {cfg.name} on {system.key} (batch {batch}, context {ctx_len}) with tp={tp} "
+                        f"pp={pp}", system.rank_name)
     prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)
     # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
     decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True)
@@ -105,14 +110,16 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     notes.append(f"collectives timed by {ctx.comm_name}")
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
     return InferenceEstimate(
-        model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
+        model=cfg.name, instance=system.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
         parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp), precision=ctx.prec.name, batch=batch, input_len=input_len,
         output_len=output_len, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3, output_tokens_per_s=batch / tpot,
         memory_per_core_gib=mem.total / GIB, kv_cache_gib=mem.kv_cache / GIB, memory=mem.to_dict(),
         chips_needed=need,
         breakdown={"prefill_compute_ms": prefill["compute"] * 1e3, "prefill_comm_ms": (prefill["comm"] +
-                   prefill["p2p"]) * 1e3, "decode_compute_ms": decode["compute"] * 1e3,
+                   prefill["p2p"]) * 1e3, "decode_weights_ms": decode["parts"]["weights"] * 1e3,
+                   "decode_kv_ms": decode["parts"]["kv"] * 1e3, "decode_compute_ms": decode["parts"]["compute"] * 1e3,
                    "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3},
+        collectives={"prefill": prefill["collectives"], "decode": decode["collectives"]},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
         sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes))

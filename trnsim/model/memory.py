@@ -186,13 +186,14 @@ def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weig
                            reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
 
 
-def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str) -> MemoryFitError:
-    """The error for a layout that does not fit, with the numbers and what to try.  The layouts that fit
-    come from the planner a layer up (``trnsim.api`` adds them with ``MemoryFitError.with_suggestions``)."""
+def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
+    """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
+    GPU).  The layouts that fit come from the planner a layer up (``trnsim.api`` adds them with
+    ``MemoryFitError.with_suggestions``)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
         "`trnsim plan` lists the layouts that fit; or use more nodes, a larger instance or a smaller model"
-    head = f"{what} needs {need:.1f} GiB per NeuronCore, has {have:.0f} GiB"
+    head = f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB"
     err = MemoryFitError(f"{head}; {hint}", limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)
     err.what, err.suggestions = head, tuple(suggestions)
     return err

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..model.config import ModelConfig, load_model
 from ..model.context import make_context
-from ..model.parallel import make_system
+from ..model.system import make_system
 from .backends import Progress, check_backend, run_batches
 from .errors import PlanError
 from .evaluate import CostsFactory, Evaluated, Job
@@ -39,12 +39,13 @@ def _positive(name: str, v: Any) -> int:
     return v
 
 
-def _lncs(space: SearchSpace, supported: Sequence[int], chip: str) -> Tuple[int, ...]:
+def _lncs(space: SearchSpace, supported: Sequence[int], system: str) -> Tuple[int, ...]:
     if not space.lnc:
         return tuple(sorted(supported))
     bad = [x for x in space.lnc if x not in supported]
     if bad:
-        raise PlanError(f"LNC={bad[0]} is not available on {chip}", rule="lnc", limit=list(supported), value=bad[0])
+        raise PlanError(f"LNC={bad[0]} is not available on {system}", rule="lnc", limit=list(supported),
+                        value=bad[0])
     return tuple(sorted(set(space.lnc)))
 
 
@@ -60,7 +61,7 @@ def enumerate_configs(cfg: ModelConfig, instance: str, counts: Sequence[int], ln
     for count in counts:
         for lnc in lncs:
             system = make_system(instance, count, lnc, hardware_file)
-            g = grids(space, system.cores, system.cores_per_node, facts.experts)
+            g = grids(space, system.cores, system.fast_domain, facts.experts)
             total += g.size
             for tp, pp, vp, cp, ep, sp, zero, mb, rc in itertools.product(
                     g.tp, g.pp, g.vp, g.cp, g.ep, g.sp, g.zero, g.micro_batch, g.recompute):
@@ -114,11 +115,11 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     cfg = model if isinstance(model, ModelConfig) else load_model(model)
     # resolve system, precision and sparsity once, so a bad name fails before any search
     ctx = make_context(cfg, system, counts[0], None, precision, sparsity, None, comm, hardware_file, efficiency)
-    obj = make_objective(objective, ctx.system.instance.key, price, power)
+    obj = make_objective(objective, ctx.system.key, price, power)
     if objective == "cost":
         obj.usd_per_hour()
     sp = space if isinstance(space, SearchSpace) else SearchSpace.default(space)
-    lncs = _lncs(sp, ctx.system.core.lnc, ctx.system.chip.name)
+    lncs = _lncs(sp, ctx.system.lncs, ctx.system.key)
 
     keep, drops, total = enumerate_configs(cfg, system, counts, lncs, sp, seq, global_batch, hardware_file,
                                            batch_seqs)
@@ -166,10 +167,11 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
                         hbm_per_core_gib=r.hbm_gib, comm_exposed_s=r.comm_exposed_s, bubble_s=r.bubble_s,
                         micro_batches=r.micro_batches, global_batch=r.global_batch)
                  for i, (s, c, r) in enumerate(ok[:top]))
-    notes = [f"collectives timed by {ctx.comm_name}; op costs: {'roofline' if costs is None else 'injected'}"]
+    how = type(ctx.costing.costs).__name__ if costs is None else "injected"
+    notes = [f"collectives timed by {ctx.comm_name}; op costs: {how}"]
     if objective == "energy":
         notes.append("power at the estimate's hardware FLOPs utilization (recompute included)")
-    return PlanResult(model=cfg.name, system=ctx.system.instance.key, counts=counts, seq=seq,
+    return PlanResult(model=cfg.name, system=ctx.system.key, counts=counts, seq=seq,
                       global_batch=global_batch, precision=ctx.prec.name, objective=obj.name,
                       objective_unit=obj.unit, enumerated=total, memory_checked=len(rows), estimated=len(ok),
                       dropped=dropped, best=best, backend=backend, workers=n_workers,

@@ -141,10 +141,10 @@ class Grids:
         return n
 
 
-def grids(space: SearchSpace, cores: int, cores_per_node: int, experts: int) -> Grids:
-    """The grids for a system of ``cores`` logical cores (``cores_per_node`` per instance) and a model
-    with ``experts`` routed experts (0: dense, so EP stays 1)."""
-    tp_cap = space.tp_max or cores_per_node
+def grids(space: SearchSpace, cores: int, fast_domain: int, experts: int) -> Grids:
+    """The grids for a system of ``cores`` ranks (``fast_domain`` of them joined by the fastest fabric: a
+    Trainium instance, an NVLink domain) and a model with ``experts`` routed experts (0: dense, EP stays 1)."""
+    tp_cap = space.tp_max or fast_domain
     # EP degrees that divide both the cores and the experts: the others could never place the experts
     ep = tuple(d for d in divisors(cores, space.ep_max or cores) if experts % d == 0) if experts else (1,)
     return Grids(tp=divisors(cores, tp_cap), pp=divisors(cores, space.pp_max or cores), vp=space.vp,
