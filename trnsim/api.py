@@ -321,7 +321,7 @@ def _training_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
                   ctx.cfg, ctx.system)
     return nearest_training(ctx.cfg, par, ctx.system.cores, float(ctx.system.hbm_bytes_per_core),
                             kw.get("micro_batch", 1), kw.get("seq", 2048), kw.get("recompute", "none"),
-                            kw.get("global_batch", 0), over)
+                            kw.get("global_batch", 0), over, tp_cap=ctx.system.fast_domain)
 
 
 def _inference_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
@@ -331,7 +331,8 @@ def _inference_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
     inp, out = kw.get("input_len", 128), kw.get("output_len", 128)
     return nearest_inference(ctx.cfg, kw.get("tp", 1), kw.get("pp", 1), kw.get("ep", 1), kw.get("sp", False),
                              ctx.system.cores, float(ctx.system.hbm_bytes_per_core), kw.get("batch", 1), inp + out,
-                             inp, ctx.prec.weight_bytes, ctx.system.memory_overrides())
+                             inp, ctx.prec.weight_bytes, ctx.system.memory_overrides(),
+                             tp_cap=ctx.system.fast_domain)
 
 
 def plan(model, system: str, costs: Any = "roofline", objective: str = "time", prices: Optional[Any] = None,

@@ -62,3 +62,34 @@ def test_batch_tokens_round_up_per_layout_and_score_per_nominal_batch():
     assert by_tp[1].global_batch == 64 and by_tp[2].global_batch == 48
     for b in r.best:
         assert b.score == pytest.approx(b.step_time_s * 48 / b.global_batch, rel=1e-12)
+
+
+def test_gpu_systems_go_through_the_same_search():
+    """One p5.48xlarge (8 H100s, one NVLink domain): compare's layout is the brute-force fastest over the same
+    slice, enumerated here; no GPU branch anywhere on the way."""
+    w = Workload(model="llama-3.1-8b", task="train", tokens=1e9, seq=SEQ, batch_tokens=BATCH_TOKENS,
+                 max_instances=1)
+    got = choose(resolve_system("p5.48xlarge"), w)
+    best, arg = 0.0, None
+    for tp, pp, sp, rc in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (False, True), ("none", "selective", "full")):
+        if 8 % (tp * pp):
+            continue
+        dp = 8 // (tp * pp)
+        try:
+            e = estimate_training("llama-3.1-8b", "p5.48xlarge", tp=tp, pp=pp, sp=sp, zero=1, seq=SEQ,
+                                  global_batch=math.ceil(BATCH_TOKENS / SEQ / dp) * dp, recompute=rc)
+        except (ParallelError, MemoryFitError):
+            continue
+        if e.tokens_per_s > best:
+            best, arg = e.tokens_per_s, (tp, pp, sp, rc)
+    assert (got.config["tp"], got.config["pp"], got.config["sp"], got.config["recompute"]) == arg
+    assert got.metrics["tokens_per_s"] == pytest.approx(best, rel=1e-12)
+
+
+def test_a_dp_1_layout_stays_in_a_zero_1_only_search():
+    """One p5.48xlarge at tp=8: one replica over the 8 GPUs (dp = 1); with ZeRO-1 the only ZeRO stage
+    searched, such a layout is that layout's one copy, not a duplicate to drop."""
+    r = plan("llama-3.1-8b", "p5.48xlarge", count=1, seq=SEQ, global_batch=8, workers=1, top=100,
+             space=dict(tp_max=8, pp_max=1, cp=[1], sp=[True], zero=[1], micro_batch=[1], recompute=["full"]))
+    assert "duplicate-zero" not in r.drop_counts()
+    assert any(b.config["tp"] == 8 and b.config["dp"] == 1 for b in r.best)

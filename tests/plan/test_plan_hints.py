@@ -68,3 +68,15 @@ def test_costs_are_wired_once_in_the_api():
     assert api._costs_for("roofline", "trn1.32xlarge", None, None) is None
     sentinel = object()
     assert api._costs_for(sentinel, "trn1.32xlarge", None, None) is sentinel
+
+
+def test_gpu_hints_keep_tp_inside_the_nvlink_domain():
+    # 4 x p5.48xlarge: 32 H100s, NVLink domains of 8; llama-3-70b at tp=8 does not fit at 4k
+    with pytest.raises(MemoryFitError) as e:
+        api.estimate_training("llama-3-70b", "p5.48xlarge", nodes=4, tp=8, seq=4096)
+    hint = e.value.hint
+    assert "per GPU" in e.value.message and hint.startswith("try ")
+    assert "--tp 16" not in hint and "--tp 32" not in hint
+    for f in hint[4:].split(" or "):
+        kw = _apply(f, dict(nodes=4, tp=8, seq=4096))
+        assert estimate_training("llama-3-70b", "p5.48xlarge", **kw).step_time_s > 0

@@ -28,14 +28,17 @@ def _flags(changes: Tuple[Tuple[str, bool], ...]) -> List[str]:
 
 def nearest_training(cfg: ModelConfig, par: Parallel, ranks: int, hbm_per_rank: float, micro_batch: int,
                      seq: int, recompute: str, global_batch: int = 0, overrides: Optional[Mapping] = None,
-                     limit: int = 2) -> List[str]:
+                     limit: int = 2, tp_cap: int = 0) -> List[str]:
     """Up to ``limit`` flag sets (``"--tp 16 --zero 1"``) near ``par`` that pass every layout rule and fit:
-    ZeRO-1, doubled TP or PP, full recompute.  ``global_batch`` 0: dp x micro batch of each candidate."""
+    ZeRO-1, doubled TP (up to ``tp_cap`` ranks, the fastest domain; 0: all) or PP, full recompute.
+    ``global_batch`` 0: dp x micro batch of each candidate."""
     facts = ModelFacts.of(cfg)
     found = []
     zeros = sorted({par.zero, 1} if par.dp > 1 or par.zero else {par.zero})
     for zero in zeros:
         for tp in _doubles(par.tp, par.pp * par.cp, ranks):
+            if tp_cap and par.tp < tp > tp_cap:
+                break
             for pp in _doubles(par.pp, tp * par.cp, ranks):
                 for rc in sorted({recompute, "full"}, key=lambda r: r != recompute):
                     mp = tp * pp * par.cp
@@ -56,12 +59,15 @@ def nearest_training(cfg: ModelConfig, par: Parallel, ranks: int, hbm_per_rank: 
 
 def nearest_inference(cfg: ModelConfig, tp: int, pp: int, ep: int, sp: bool, ranks: int, hbm_per_rank: float,
                       batch: int, context: int, prompt: int, weight_bytes: float,
-                      overrides: Optional[Mapping] = None, limit: int = 1) -> List[str]:
+                      overrides: Optional[Mapping] = None, limit: int = 1, tp_cap: int = 0) -> List[str]:
     """Up to ``limit`` flag sets (``"--tp 16"``) of a serving replica larger than tp x pp that pass the layout
-    rules within ``ranks`` ranks and fit: fewest changed flags, then fewest ranks, then the shallower pipeline."""
+    rules within ``ranks`` ranks (TP within ``tp_cap``, the fastest domain; 0: all) and fit: fewest changed
+    flags, then fewest ranks, then the shallower pipeline."""
     facts = ModelFacts.of(cfg)
     found = []
     for t in _doubles(tp, pp, ranks):
+        if tp_cap and tp < t > tp_cap:
+            break
         for p in _doubles(pp, t, ranks):
             if (t, p) == (tp, pp) or t % ep or structure(facts, t * p * ep, t, p, ep=ep, sp=sp, dp=ep):
                 continue

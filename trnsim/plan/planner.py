@@ -68,7 +68,7 @@ def enumerate_configs(cfg: ModelConfig, instance: str, counts: Sequence[int], ln
                 mp = tp * pp * cp
                 c = Config(count, lnc, tp, pp, vp, cp, ep, sp, zero, mb, rc,
                            0 if system.cores % mp else system.cores // mp)
-                bad = violation(c, facts, system.cores, seq, global_batch, batch_seqs)
+                bad = violation(c, facts, system.cores, seq, global_batch, batch_seqs, 0 in g.zero)
                 if bad is None:
                     keep.append(c)
                     continue

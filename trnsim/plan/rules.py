@@ -56,10 +56,11 @@ def layout_batch(dp: int, micro_batch: int, global_batch: int, batch_seqs: float
     return max(1, math.ceil(batch_seqs / (dp * micro_batch))) * dp * micro_batch
 
 
-def violation(c: Config, m: ModelFacts, cores: int, seq: int, global_batch: int, batch_seqs: float = 0.0
-              ) -> Optional[Tuple[str, str]]:
+def violation(c: Config, m: ModelFacts, cores: int, seq: int, global_batch: int, batch_seqs: float = 0.0,
+              zero_also_searched: bool = True) -> Optional[Tuple[str, str]]:
     """The first rule ``c`` breaks as (rule, reason with the numbers), or None (``c.dp`` is recomputed).
-    ``global_batch`` 0: each layout's own (``layout_batch`` of ``batch_seqs``)."""
+    ``global_batch`` 0: each layout's own (``layout_batch`` of ``batch_seqs``).  ZeRO-1 at dp = 1 is a
+    duplicate only where ZeRO-0 is ``also searched``; else it is that layout's one copy."""
     bad = structure(m, cores, c.tp, c.pp, c.cp, c.ep, c.vp, c.sp)
     if bad is None:
         dp = cores // (c.tp * c.pp * c.cp)
@@ -69,6 +70,6 @@ def violation(c: Config, m: ModelFacts, cores: int, seq: int, global_batch: int,
         return bad.rule, bad.message
     if c.vp > 1 and c.pp == 1:
         return "parallel-vp-pp", f"vp={c.vp} with pp=1"
-    if c.zero and dp == 1:
+    if c.zero and dp == 1 and zero_also_searched:
         return "duplicate-zero", "zero=1 with dp=1"
     return None
