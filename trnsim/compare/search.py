@@ -105,6 +105,28 @@ def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: O
                              check_memory=False)
 
 
+def _scale_out(best_at: Callable, best, nodes: int, w: Workload):
+    """Scale out to meet the deadline: per round, the instances the ideal speed-up asks for, reached by
+    doubling and stopping at the first count that meets the deadline (the fewest instances that do)."""
+    for _ in range(int(setting("train", "scale_rounds"))):
+        t = w.total_tokens / best.tokens_per_s
+        if t <= w.deadline_s or nodes >= w.max_instances:
+            break
+        want = min(w.max_instances, nodes * 2 ** max(1, math.ceil(math.log2(t / w.deadline_s))))
+        found, n = None, nodes
+        while n < want:
+            n = min(want, n * 2)
+            cand = best_at(n)
+            if cand is not None:
+                found = (cand, n)
+                if w.total_tokens / cand.tokens_per_s <= w.deadline_s:
+                    break
+        if found is None:
+            break
+        best, nodes = found
+    return best, nodes
+
+
 def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> Choice:
     """Instances and layout for training ``w.tokens`` on ``ref`` within the deadline (see module doc)."""
     cfg = load_model(w.model) if isinstance(w.model, str) else w.model
@@ -120,15 +142,7 @@ def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> C
         raise NoFitError(f"{cfg.name} does not fit on up to {w.max_instances} x {ref.key} with any layout tried",
                          limit=f"max_instances={w.max_instances}", value=ref.key,
                          hint="raise --max-instances or drop the system")
-    for _ in range(int(setting("train", "scale_rounds"))):   # scale out to meet the deadline
-        t = w.total_tokens / best.tokens_per_s
-        if t <= w.deadline_s or nodes >= w.max_instances:
-            break
-        want = min(w.max_instances, nodes * 2 ** max(1, math.ceil(math.log2(t / w.deadline_s))))
-        bigger = best_at(want)
-        if bigger is None:
-            break
-        best, nodes = bigger, want
+    best, nodes = _scale_out(best_at, best, nodes, w)
     time_s = w.total_tokens / best.tokens_per_s
     notes = [] if time_s <= w.deadline_s else \
         [f"misses the {w.deadline_s / 86400:g}-day deadline at the --max-instances cap ({w.max_instances})"]
