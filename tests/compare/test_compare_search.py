@@ -96,19 +96,18 @@ def test_a_dp_1_layout_stays_in_a_zero_1_only_search():
 
 
 def test_scale_out_stops_at_the_fewest_instances_meeting_the_deadline():
-    """A stub speed by hand: tokens/s proportional to instances, 1 instance takes 100 days; the deadline 30 days
-    asks for 100/30 -> 4 x by the ideal speed-up (8 instances after rounding the log up), but 4 instances
-    already take 25 days: the search stops there."""
+    """A stub speed by hand: 1 instance takes 100 days, 2 take 20 (a better layout fits there), 4 take 10.
+    The ideal speed-up asks for 2 ** ceil(log2(100 / 30)) = 4 instances; 2 already meet the 30-day deadline."""
     from types import SimpleNamespace
 
     from trnsim.compare.search import _scale_out
     w = Workload(model="llama-3.1-8b", task="train", tokens=1e12, deadline_s=30 * 86400.0)
-    rate = 1e12 / (100 * 86400.0)
+    days = {1: 100.0, 2: 20.0, 4: 10.0}
     tried = []
 
     def best_at(n):
         tried.append(n)
-        return SimpleNamespace(tokens_per_s=rate * n)
+        return SimpleNamespace(tokens_per_s=1e12 / (days[n] * 86400.0))
     best, nodes = _scale_out(best_at, best_at(1), 1, w)
-    assert nodes == 4 and tried == [1, 2, 4]
-    assert 1e12 / best.tokens_per_s / 86400 == pytest.approx(25.0)
+    assert nodes == 2 and tried == [1, 2]
+    assert 1e12 / best.tokens_per_s / 86400 == pytest.approx(20.0)
