@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: the CPU cores)")
     p.add_argument("--space", action="append", default=[], metavar="NAME=V[,V...]",
                    help="override a search-space dimension (repeatable): tp_max (0 = one instance), pp_max, "
-                   "ep_max (0 = no cap), or a list for cp, vp, sp, zero, micro_batch, recompute, lnc; "
+                   "ep_max (0 = no cap), a list for cp, vp, sp, zero, micro_batch, recompute, lnc, or "
+                   "recompute_first_fit=true (estimate only each layout's least recompute that fits); "
                    "e.g. micro_batch=1,2 (defaults: trnsim/plan/data/space.toml)")
     p.add_argument("--comm", default=None, choices=COMM_MODELS,
                    help="collectives model (default: the one the estimator's calibration was fitted with)")

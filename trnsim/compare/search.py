@@ -66,7 +66,7 @@ class Choice:
 
 
 # ------------------------------------------------------------------------------------------- training
-TRAIN_SPACE = ("pp_max", "cp", "ep_max", "vp", "sp", "zero", "micro_batch", "recompute")
+TRAIN_SPACE = ("pp_max", "cp", "ep_max", "vp", "sp", "zero", "micro_batch", "recompute", "recompute_first_fit")
 
 
 def _pow2(lo: int, hi: int) -> List[int]:

@@ -17,7 +17,7 @@ from ..model.ops import Op, OpTime
 from ..model.parallel import Parallel
 from ..model.system import make_system
 from ..model.train import estimate_training
-from .rules import Config, layout_batch
+from .rules import Config, layout_batch, same_but_recompute
 
 # costs factory: (target, lnc, hardware_file) -> OpCosts; must be picklable (a module-level function or
 # functools.partial of one) because every worker process calls it once per LNC
@@ -40,6 +40,7 @@ class Job:
     overrides: Optional[Mapping[str, Any]] = field(default=None, hash=False)
     efficiency: Optional[Mapping[str, float]] = field(default=None, hash=False)
     batch_seqs: float = 0.0   # sequences per step to round up to whole dp x micro-batch rounds
+    recompute_first_fit: bool = False   # estimate only a layout's first recompute option that fits
 
 
 class Evaluated(NamedTuple):
@@ -187,5 +188,14 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
 
 
 def evaluate_batch(job: Job, configs: Sequence[Config]) -> List[Evaluated]:
-    """Evaluate a batch of configurations (one task of a backend)."""
-    return [evaluate_one(job, c) for c in configs]
+    """Evaluate a batch of configurations (one task of a backend); with ``recompute_first_fit`` a layout's
+    recompute options after the first that fits (grid order) are dropped unestimated."""
+    out: List[Evaluated] = []
+    for c in configs:
+        if job.recompute_first_fit and out and out[-1].status in ("ok", "recompute-dominated") \
+                and same_but_recompute(c, out[-1].config):
+            out.append(Evaluated(c, "recompute-dominated", f"rc={out[-1].config.recompute} of the same layout "
+                                 "fits and recomputes less"))
+            continue
+        out.append(evaluate_one(job, c))
+    return out

@@ -16,7 +16,7 @@ from .errors import PlanError
 from .evaluate import CostsFactory, Evaluated, Job
 from .objective import Power, Price, make_objective
 from .result import Drop, PlanResult, Ranked
-from .rules import Config, ModelFacts, violation
+from .rules import Config, ModelFacts, same_but_recompute, violation
 from .space import SearchSpace, figure, grids
 
 
@@ -84,11 +84,22 @@ def _chunks(items: List[Config], workers: int) -> List[List[Config]]:
     size = int(figure("run", "chunk"))
     # at least four batches per worker so a slow batch does not leave the others idle
     size = max(1, min(size, math.ceil(len(items) / (4 * workers)) if items else 1))
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    out: List[List[Config]] = []
+    i = 0
+    while i < len(items):
+        j = min(len(items), i + size)
+        # a layout's recompute options stay in one batch (recompute_first_fit looks back within a batch),
+        # so the drop counts are the same on every backend and worker count
+        while j < len(items) and same_but_recompute(items[j], items[j - 1]):
+            j += 1
+        out.append(items[i:j])
+        i = j
+    return out
 
 
 def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence[int]] = 1, seq: int = 2048,
-         global_batch: Optional[int] = None, batch_tokens: Optional[float] = None, precision: str = "bf16", objective: str = "time", top: int = 10,
+         global_batch: Optional[int] = None, batch_tokens: Optional[float] = None, precision: str = "bf16",
+         objective: str = "time", top: int = 10,
          backend: str = "local", workers: Optional[int] = None, progress: Optional[Progress] = None,
          sparsity: Optional[str] = None, costs: Optional[CostsFactory] = None, comm: Optional[str] = None,
          hardware_file: Optional[str] = None, space: Optional[Mapping[str, Any]] = None,
@@ -128,7 +139,7 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     job = Job(key=uuid.uuid4().hex, model=cfg, instance=system, seq=seq, global_batch=global_batch,
               precision=precision, sparsity=sparsity, costs=costs, comm=comm, hardware_file=hardware_file,
               overrides=dict(overrides) if overrides else None, efficiency=dict(efficiency) if efficiency else None,
-              batch_seqs=batch_seqs)
+              batch_seqs=batch_seqs, recompute_first_fit=sp.recompute_first_fit)
     t1 = time.perf_counter()
     batches = _chunks(keep, n_workers)
     rows: List[Evaluated] = [r for b in run_batches(job, batches, backend, n_workers, progress) for r in b]

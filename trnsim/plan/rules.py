@@ -15,9 +15,11 @@ RULES: Dict[str, str] = {
     **LAYOUT_RULES,
     "parallel-vp-pp": "interleaved virtual stages (vp > 1) need pp > 1",
     "duplicate-zero": "ZeRO-1 with dp = 1 shards nothing: the same layout as ZeRO-0, counted once",
+    "recompute-dominated": "an earlier recompute option of the same layout fits, and recomputing more is never "
+                           "faster (searched with recompute_first_fit)",
     "memory-fit": "does not fit in the HBM of one rank (logical NeuronCore or GPU)",
 }
-PLANNER_ONLY = ("parallel-vp-pp", "duplicate-zero")
+PLANNER_ONLY = ("parallel-vp-pp", "duplicate-zero", "recompute-dominated")
 
 
 class Config(NamedTuple):
@@ -46,6 +48,11 @@ class Config(NamedTuple):
     def as_dict(self) -> Dict[str, object]:
         """Every field as a plain dict."""
         return dict(self._asdict())
+
+
+def same_but_recompute(a: Config, b: Config) -> bool:
+    """Whether two configurations are one layout with different recompute options."""
+    return a._replace(recompute="") == b._replace(recompute="")
 
 
 def layout_batch(dp: int, micro_batch: int, global_batch: int, batch_seqs: float) -> int:

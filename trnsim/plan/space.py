@@ -43,6 +43,7 @@ class SearchSpace:
     micro_batch: Tuple[int, ...] = (1,)
     recompute: Tuple[str, ...] = ("none",)
     lnc: Tuple[int, ...] = ()
+    recompute_first_fit: bool = False
 
     @classmethod
     def default(cls, overrides: Optional[Mapping[str, Any]] = None) -> "SearchSpace":
@@ -66,6 +67,10 @@ class SearchSpace:
 
 def _coerce(name: str, v: Any) -> Any:
     """Check one dimension's value: caps are non-negative ints, grids non-empty lists of valid values."""
+    if name == "recompute_first_fit":
+        if isinstance(v, str):
+            return v.lower() in ("1", "true", "on", "yes")
+        return bool(v[0] if isinstance(v, (list, tuple)) and v else v)
     if name.endswith("_max"):
         if isinstance(v, (list, tuple)) or not isinstance(v, int) or v < 0:
             raise PlanError(f"search-space cap {name} must be a non-negative integer", rule="plan-space",
