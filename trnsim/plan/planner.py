@@ -8,6 +8,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..checks import check_params
 from ..model.config import ModelConfig, load_model
 from ..model.context import make_context
 from ..model.system import make_system
@@ -111,6 +112,7 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     ``global_batch`` sequences, or with ``batch_tokens`` each layout's own: the tokens rounded up to whole
     dp x micro-batch rounds, scored per ``batch_tokens / seq`` sequences so layouts compare fairly."""
     t0 = time.perf_counter()
+    check_params(count=count, seq=seq, global_batch=global_batch, top=top, workers=workers)
     counts = _counts(count)
     seq = _positive("seq", seq)
     batch_seqs = 0.0
