@@ -122,15 +122,16 @@ def cmd_plan(args) -> int:
                     + [("(kept and estimated)", f"{r.estimated:,}", "", "")]))
     timed = r.objective == "time"
     score_col = {"time": [], "cost": ["USD/step"], "energy": ["kJ/step"]}[r.objective]
+    own = not r.global_batch   # batch_tokens: each layout's own global batch, shown
     scale = 1e-3 if r.objective == "energy" else 1.0
     rows = [(b.rank, b.label, *([] if timed else [f"{b.score * scale:,.4g}"]),
-             f"{b.step_time_s:.3f}", f"{b.tokens_per_s:,.0f}", f"{b.mfu:.1%}",
+             *([f"{b.global_batch:,}"] if own else []), f"{b.step_time_s:.3f}", f"{b.tokens_per_s:,.0f}", f"{b.mfu:.1%}",
              f"{b.memory_per_core_gib:.1f}/{b.hbm_per_core_gib:.0f}", f"{b.comm_exposed_s:.3f}", f"{b.bubble_s:.3f}")
             for b in r.best]
     batch = f"global batch {r.global_batch}" if r.global_batch else f"{r.batch_tokens:,.0f} tokens per step"
     out.print(table(f"Best {len(r.best)} layouts of {r.model} on {counts} x {r.system} (seq {r.seq}, {batch}, "
                     f"{r.precision}), ranked by {r.objective}",
-                    ["#", "layout", *score_col, "step (s)", "tokens/s", "MFU", "GiB/core", "comm exp. (s)",
+                    ["#", "layout", *score_col, *(["global batch"] if own else []), "step (s)", "tokens/s", "MFU", "GiB/core", "comm exp. (s)",
                      "bubble (s)"], rows))
     out.print(f"{r.enumerated:,} configurations in {r.wall_s:.2f} s ({r.configs_per_s:,.0f}/s; "
               f"{r.memory_checked:,} memory-checked at {r.evaluated_per_s:,.0f}/s) on {r.backend} x {r.workers}")
