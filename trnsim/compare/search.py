@@ -149,6 +149,8 @@ def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> C
     cfgd = {**{k: best.parallel[k] for k in ("tp", "pp", "dp", "cp", "sp", "zero")}, "recompute": best.recompute,
             "global_batch": best.global_batch, "seq": best.seq, "precision": best.precision,
             "lnc": best.lnc, "nodes": nodes}
+    if best.micro_batch != 1:   # the planner's whole space also searches micro-batches
+        cfgd["micro_batch"] = best.micro_batch
     if full_search:
         cfgd["planner"] = "full space"
     metrics = {"tokens_per_s": best.tokens_per_s, "step_time_s": best.step_time_s, "mfu": best.mfu,
