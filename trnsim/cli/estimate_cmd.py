@@ -1,10 +1,10 @@
 """``trnsim estimate train|infer``: model-level training step / inference estimates with memory fit,
-breakdown and error band (thin layer over ``trnsim.model.estimate_training`` / ``estimate_inference``)."""
+breakdown and error band (thin layer over ``trnsim.api.estimate_training`` / ``estimate_inference``)."""
 from __future__ import annotations
 
 import argparse
 
-from ..model import estimate_inference, estimate_training
+from .. import api
 from .output import Spinner, console, print_json, table
 
 
@@ -68,23 +68,6 @@ def register(subparsers) -> None:
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
 
 
-def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
-    if args.costs != "simulated":
-        return None
-    from ..errors import ConfigError
-    from ..hardware import load_catalog
-    from ..kernels import time_reference
-    from ..model.opcost import SimulatedOpCosts
-    from ..model.system import make_system
-    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
-        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
-                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
-    cat = load_catalog(args.hardware)
-    chip = cat.chips[cat.instance(instance).chip]
-    return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
-
-
 def _band(x: float) -> str:
     return f"±{x:.0%}"
 
@@ -104,11 +87,11 @@ def _kinds_table(title: str, rows) -> object:
 
 def _train(args, inst: str):
     """The training estimate the command line asks for."""
-    return estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                             cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                             seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                             recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                             costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+    return api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                                 cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                                 seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                                 recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                                 costs=args.costs, comm=args.comm, hardware_file=args.hardware)
 
 
 def cmd_train(args) -> int:
@@ -151,13 +134,14 @@ def cmd_train(args) -> int:
 
 def _infer(args, inst: str):
     """The inference estimate the command line asks for."""
-    return estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                              sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                              precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                              comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                              input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                              max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
-                              framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
+    return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                                  sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
+                                  output_len=args.output,
+                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
+                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                                  max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
+                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
 
 
 def cmd_infer(args) -> int:

@@ -111,9 +111,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                            framework=fw, attention_dp=attention_dp)
     need = chips_needed(cfg, ctx.prec.weight_bytes, ctx, batch, ctx_len, kvb)
     if check_memory and not mem.fits:
-        sugg = [f"--tp {t}" for t in (tp * 2, tp * 4) if t * pp * replicas <= system.cores and cfg.heads % t == 0][:1]
-        if ctx.prec.name == "bf16":
-            sugg.append("--precision fp8")
+        # a larger layout that fits comes from the planner a layer up (trnsim.api adds it first)
+        sugg = ["--precision fp8"] if ctx.prec.name == "bf16" else []
         if kv == "bf16" and "fp8" in kv_formats(system) and (fw is None or "fp8" in fw.kv_formats):
             sugg.append("--kv-dtype fp8")
         raise fit_error(mem, sugg + [f"at least {need} {'GPUs' if gpu else 'chips'}"],

@@ -19,6 +19,17 @@ RECOMPUTE = ("none", "selective", "full")
 class MemoryFitError(ConfigError):
     """The model does not fit in the HBM of one NeuronCore with the chosen layout."""
     rule = "memory-fit"
+    what: str = ""            # the message before its hint
+    suggestions: tuple = ()
+
+    def with_suggestions(self, first: List[str]) -> "MemoryFitError":
+        """The same error with ``first`` (layouts that fit) ahead of its own suggestions."""
+        sugg = list(first) + [s for s in self.suggestions if s not in first]
+        head = self.what or self.message
+        hint = ("try " + " or ".join(sugg)) if sugg else self.hint
+        err = MemoryFitError(f"{head}; {hint}", limit=self.limit, value=self.value, hint=hint)
+        err.what, err.suggestions = self.what, tuple(sugg)
+        return err
 
 
 @dataclass(frozen=True)
@@ -202,9 +213,12 @@ def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weig
 
 def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
     """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
-    GPU)."""
+    GPU).  The layouts that fit come from the planner a layer up (``trnsim.api`` adds them with
+    ``MemoryFitError.with_suggestions``)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
-        "no layout tried fits: use more nodes, a larger instance or a smaller model"
-    return MemoryFitError(f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB; {hint}",
-                          limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)
+        "`trnsim plan` lists the layouts that fit; or use more nodes, a larger instance or a smaller model"
+    head = f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB"
+    err = MemoryFitError(f"{head}; {hint}", limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)
+    err.what, err.suggestions = head, tuple(suggestions)
+    return err

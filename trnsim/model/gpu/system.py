@@ -50,6 +50,11 @@ class GpuSystem:
         return self.spec.gpus * self.nodes
 
     @property
+    def lncs(self) -> tuple:
+        """One rank per GPU: LNC 1 only."""
+        return (1,)
+
+    @property
     def cores_per_chip(self) -> int:
         """One rank per GPU."""
         return 1
