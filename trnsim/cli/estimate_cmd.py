@@ -56,6 +56,14 @@ def register(subparsers) -> None:
     i.add_argument("--requests", type=int, default=200, help="requests simulated with --rate")
     i.add_argument("--max-batch", type=int, default=None, help="continuous-batching slots")
     i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--framework", default=None,
+                   help="serving framework whose step/request costs, memory rule and KV formats apply "
+                        "(Trainium: nxdi; GPUs: trtllm | vllm | sglang)")
+    i.add_argument("--kv-dtype", default=None, help="KV-cache format: bf16 | fp8 | fp4 (default: the framework's)")
+    i.add_argument("--replicas", type=int, default=1,
+                   help="copies of the tp x pp replica sharing the load (8 GPUs as 4 x TP2: --tp 2 --replicas 4)")
+    i.add_argument("--attention-dp", type=int, default=1,
+                   help="attention data-parallel groups within the TP group (MoE: experts over --ep ranks)")
     i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
 
@@ -128,11 +136,11 @@ def _infer(args, inst: str):
     """The inference estimate the command line asks for."""
     return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
                                   sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
-                                  output_len=args.output,
-                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
-                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  output_len=args.output, precision=args.precision, sparsity=args.sparsity,
+                                  costs=args.costs, comm=args.comm, hardware_file=args.hardware, rate=args.rate,
                                   input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                                  max_batch=args.max_batch, seed=args.seed)
+                                  max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
+                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
 
 
 def cmd_infer(args) -> int:
@@ -157,7 +165,8 @@ def cmd_infer(args) -> int:
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
                      (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
                       ""),
-                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB"
+                      + (f" ({e.framework['kv_dtype']})" if e.framework else ""), ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
     out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
                     "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
