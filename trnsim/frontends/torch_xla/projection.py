@@ -35,8 +35,9 @@ def project_instance(session, graph, hardware_file: Optional[str] = None) -> Dic
         g = dataclasses.replace(g, collectives=(g.grad_at,))
     p = Estimator(est.instance, ranks, hw, est.lnc).estimate(g)
     tokens = p.tokens * ranks
+    extra = {} if g.collectives else {"note": "no optimizer step in the steady graph: nothing to all-reduce"}
     return {
-        "ranks": ranks, "lnc": p.lnc, "assumes": ASSUMES,
+        **extra, "ranks": ranks, "lnc": p.lnc, "assumes": ASSUMES,
         "grad_bytes": g.grad_bytes,
         "step_s": p.step_s, "compute_s": p.compute_s, "comm_s": p.comm_s, "comm_exposed_s": p.comm_exposed_s,
         "collectives": [{"op": o, "bytes": b, "seconds": t} for o, b, t in p.collectives],
