@@ -26,8 +26,10 @@ def test_a_model_collective_is_the_dual_ring_by_hand_plus_the_launch_cost():
     rt = cfg.runtime("trn2")
     N, S = 16, 1 * GiB
     ranks = [4 * c for c in range(N)]  # one rank on each chip of the 4x4 torus
-    port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction, at the runtime's efficiency
-    dual_ring = 2 * (N - 1) * cfg.step_s + 2 * (N - 1) / N * S / (4 * port)
+    # 1 GiB runs as pipelined rings: NeuronLink at the ring class's rate fraction; every one of the
+    # 2 (N - 1) steps a rank takes costs the link step latency and the runtime's per-message software cost
+    port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
+    dual_ring = 2 * (N - 1) * (cfg.step_s + rt.step_overhead_s) + 2 * (N - 1) / N * S / (4 * port)
     assert ctx.comm_s("all-reduce", S, ranks) == pytest.approx(dual_ring + rt.launch_overhead_s, rel=1e-9)
 
 
