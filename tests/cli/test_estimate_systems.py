@@ -49,3 +49,10 @@ def test_gpu_refusals_name_gpus(capsys):
     rc = main(["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--costs", "simulated",
                "--json"])
     assert rc != 0 and json.loads(capsys.readouterr().out)["error"]["rule"] == "costs"
+
+
+def test_an_unknown_system_lists_trainium_and_gpu_systems(capsys):
+    rc = main(["estimate", "infer", "--model", "llama-3-8b", "--instance", "p9.48xlarge", "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc != 0 and err["rule"] == "instance" and err["value"] == "p9.48xlarge"
+    assert "trn2.48xlarge" in err["limit"] and "p5.48xlarge" in err["limit"]
