@@ -1,10 +1,10 @@
 """``trnsim estimate train|infer``: model-level training step / inference estimates with memory fit,
-breakdown and error band (thin layer over ``trnsim.model.estimate_training`` / ``estimate_inference``)."""
+breakdown and error band (thin layer over ``trnsim.api.estimate_training`` / ``estimate_inference``)."""
 from __future__ import annotations
 
 import argparse
 
-from ..model import estimate_inference, estimate_training
+from .. import api
 from .output import Spinner, console, print_json, table
 
 
@@ -25,18 +25,23 @@ def register(subparsers) -> None:
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
+    common.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
+                        help="repeat the estimate over values of one parameter (infer: batch, input, output, "
+                             "tp, pp, nodes; train: seq, tp, pp, dp, nodes, micro-batch, global-batch)")
+    common.add_argument("--html", metavar="FILE", default=None, help="with --sweep: an HTML page of the sweep's "
+                        "table and charts")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     est = subparsers.add_parser("estimate", help="training / inference time, memory and MFU of a model",
                                 description="Estimate a training step or inference of a transformer model.")
     sub = est.add_subparsers(dest="estimate_command", metavar="KIND")
     t = sub.add_parser("train", parents=[common], help="one training step (AdamW, bf16 autocast)")
-    t.add_argument("--dp", type=int, default=0, help="data parallel degree (default: the cores left)")
+    t.add_argument("--dp", type=int, default=None, help="data parallel degree (default: the cores left)")
     t.add_argument("--cp", type=int, default=1, help="context parallel degree")
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
     t.add_argument("--sp", action="store_true", help="sequence parallel (with tp > 1)")
     t.add_argument("--zero", type=int, default=0, help="0, or 1 for ZeRO-1")
     t.add_argument("--seq", type=int, default=2048, help="sequence length")
-    t.add_argument("--global-batch", type=int, default=0, help="sequences per step (default dp x micro)")
+    t.add_argument("--global-batch", type=int, default=None, help="sequences per step (default dp x micro)")
     t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     t.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
     t.set_defaults(func=cmd_train, default_instance="trn1.32xlarge")
@@ -51,25 +56,16 @@ def register(subparsers) -> None:
     i.add_argument("--requests", type=int, default=200, help="requests simulated with --rate")
     i.add_argument("--max-batch", type=int, default=None, help="continuous-batching slots")
     i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--framework", default=None,
+                   help="serving framework whose step/request costs, memory rule and KV formats apply "
+                        "(Trainium: nxdi; GPUs: trtllm | vllm | sglang)")
+    i.add_argument("--kv-dtype", default=None, help="KV-cache format: bf16 | fp8 | fp4 (default: the framework's)")
+    i.add_argument("--replicas", type=int, default=1,
+                   help="copies of the tp x pp replica sharing the load (8 GPUs as 4 x TP2: --tp 2 --replicas 4)")
+    i.add_argument("--attention-dp", type=int, default=1,
+                   help="attention data-parallel groups within the TP group (MoE: experts over --ep ranks)")
     i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
-
-
-def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
-    if args.costs != "simulated":
-        return None
-    from ..errors import ConfigError
-    from ..hardware import load_catalog
-    from ..kernels import time_reference
-    from ..model.opcost import SimulatedOpCosts
-    from ..model.system import make_system
-    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
-        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
-                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
-    cat = load_catalog(args.hardware)
-    chip = cat.chips[cat.instance(instance).chip]
-    return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
 
 
 def _band(x: float) -> str:
@@ -89,15 +85,22 @@ def _kinds_table(title: str, rows) -> object:
                    f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
+def _train(args, inst: str):
+    """The training estimate the command line asks for."""
+    return api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                                 cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                                 seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                                 recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                                 costs=args.costs, comm=args.comm, hardware_file=args.hardware)
+
+
 def cmd_train(args) -> int:
     """Estimate one training step and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "train", inst, _train)
     with Spinner(not args.json, "estimating training step"):
-        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                              cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                              seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                              recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+        e = _train(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -129,16 +132,25 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _infer(args, inst: str):
+    """The inference estimate the command line asks for."""
+    return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                                  sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
+                                  output_len=args.output,
+                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
+                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                                  max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
+                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
+
+
 def cmd_infer(args) -> int:
     """Estimate prefill / decode (and a served request mix with --rate) and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "infer", inst, _infer)
     with Spinner(not args.json, "estimating inference"):
-        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                               sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                               comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                               input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                               max_batch=args.max_batch, seed=args.seed)
+        e = _infer(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -154,7 +166,8 @@ def cmd_infer(args) -> int:
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
                      (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
                       ""),
-                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB"
+                      + (f" ({e.framework['kv_dtype']})" if e.framework else ""), ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
     out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
                     "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
@@ -179,3 +192,31 @@ def _footer(out, e) -> None:
               f"estimate took {e.sim_seconds * 1e3:.0f} ms")
     for n in e.notes:
         out.print(f"note: {n}")
+
+
+# the estimator keyword a sweep sets -> the command-line option that carries it
+_DEST = {"input_len": "input", "output_len": "output"}
+
+
+def _run_sweep(args, kind: str, inst: str, call) -> int:
+    """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
+    from ..report.export import _write as write_text
+    from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    param, values = parse_sweep(args.sweep, kind)
+    key = PARAMS[kind][param]
+    dest = _DEST.get(key, key)
+
+    def one(**kw):
+        return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
+    with Spinner(not args.json, f"sweeping {param}"):
+        s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
+    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    if args.json:
+        print_json({"sweep": s.to_dict(), "written": written})
+        return 0
+    cols, rows = s.table()
+    out = console()
+    out.print(table(s.title, cols, rows))
+    for p in written:
+        out.print(f"wrote {p}")
+    return 0

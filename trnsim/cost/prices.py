@@ -137,10 +137,13 @@ def read_price_overrides(path: str) -> Dict[str, float]:
 
 def _read_price_csv(path: str) -> Dict[str, float]:
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
     except FileNotFoundError:
         raise PriceError(f"price file not found: {path}", value=path) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise PriceError(f"cannot read price file {path}: {e}", value=path,
+                         hint="a UTF-8 CSV with columns system,usd_per_hour") from None
     out = {}
     for i, r in enumerate(rows, start=2):
         name = (r.get("system") or r.get("instance") or "").strip()
@@ -166,6 +169,26 @@ def canonical_system(name: str) -> str:
         return str(name).strip()
 
 
+def known_systems(prices: Iterable[Price] = ()) -> List[str]:
+    """Every system a price may name: catalog instances and UltraServers, GPU systems, priced systems."""
+    from ..hardware.catalog import load_catalog
+    from ..hardware.gpus import load_gpu_catalog
+    return sorted(set(load_catalog().instances) | set(load_gpu_catalog().systems) | {p.system for p in prices})
+
+
+def check_priced_system(name: str, prices: Iterable[Price] = ()) -> str:
+    """``name`` when it names a known system (aliases included); a misspelt one is a PriceError with
+    "did you mean", never silently ignored in favour of the published price."""
+    from ..checks import unknown_name
+    prices = tuple(prices)
+    key = canonical_system(name)
+    names = known_systems(prices)
+    if instance_name_key(key) in {instance_name_key(n) for n in names}:
+        return key
+    raise unknown_name("system", str(name), names, rule="price-system", where=f"--price / --prices: {name}",
+                       error=PriceError)
+
+
 class PriceBook:
     """Published prices of one kind plus the user's overrides; ``price(system)`` picks the newest."""
 
@@ -176,6 +199,8 @@ class PriceBook:
         self.kind = kind
         self.prices = tuple(prices)
         self.gaps = dict(gaps or {})
+        for k in (overrides or {}):
+            check_priced_system(k, self.prices)
         self.overrides = {instance_name_key(canonical_system(k)): (k, _usd(v, k, "price override"))
                           for k, v in (overrides or {}).items()}
 

@@ -44,11 +44,12 @@ def read_toml(path: str, rule: str = "hardware-file") -> dict:
             return _toml.load(f)
     except FileNotFoundError:
         raise HardwareFileError(f"{what} not found: {path}", rule=rule, value=path) from None
-    except (_toml.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (_toml.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:   # binary, deeply nested
         raise HardwareFileError(f"{what} {path} is not valid TOML: {e}", rule=f"{rule}-syntax",
                                 value=path) from None
-    except OSError as e:  # a folder, no permission
-        raise HardwareFileError(f"{what} {path} cannot be read: {e.strerror}", rule=rule, value=path) from None
+    except OSError as e:  # a folder, no permission, a device that cannot be read
+        raise HardwareFileError(f"{what} {path} cannot be read: {e.strerror or e}", rule=rule,
+                                value=path) from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -25,7 +25,7 @@ def parse_dist(spec: str, name: str) -> Callable[[np.random.Generator], int]:
     try:
         if s.startswith("exp:"):
             mean = float(s[4:])
-            if mean <= 0:
+            if not 0 < mean < float("inf"):  # NaN fails both comparisons
                 raise ValueError
             return lambda rng: max(1, int(round(rng.exponential(mean))))
         if ":" in s:

@@ -4,15 +4,15 @@ under the backward pass, and the AdamW step."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, Mapping, Optional, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
 from .memory import GIB, expert_params_per_core, fit_error, params_per_core, training_memory
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
+from .parallel import Parallel, check_batch, group_ranks, resolve
 from .system import SystemModel
 from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
@@ -80,41 +80,10 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
     return out
 
 
-def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq: int, recompute: str,
-             hbm: float, overrides: Optional[Mapping] = None) -> List[str]:
-    """Layouts near ``par`` that fit, fewest changes first: ZeRO-1, larger TP or PP, full recompute."""
-    def doubles(x: int, per: int) -> List[int]:
-        out, v = [x], x * 2
-        while v * per <= system.cores:
-            out.append(v)
-            v *= 2
-        return out
-    found = []
-    for zero in sorted({par.zero, 1} if par.dp > 1 or par.zero else {par.zero}):
-        for tp in doubles(par.tp, par.pp * par.cp):
-            for pp in doubles(par.pp, tp * par.cp):
-                for rc in sorted({recompute, "full"}, key=lambda r: r != recompute):
-                    cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
-                    try:
-                        cand = resolve(cand, cfg, system)
-                    except ParallelError:
-                        continue
-                    if zero and cand.dp == 1:
-                        continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides).fits:
-                        continue
-                    flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
-                                             ("--zero 1", zero != par.zero), ("--recompute full", rc != recompute))
-                             if on]
-                    found.append((len(flags), tp * pp, " ".join(flags)))
-    found.sort()
-    return [f for _, _, f in found[:2]]
-
-
 def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge", nodes: int = 1,
-                      tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
+                      tp: int = 1, pp: int = 1, dp: Optional[int] = None, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: bool = False, zero: int = 0, lnc: Optional[int] = None, seq: int = 2048,
-                      global_batch: int = 0, micro_batch: int = 1, recompute: str = "none",
+                      global_batch: Optional[int] = None, micro_batch: int = 1, recompute: str = "none",
                       precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
                       comm=None, hardware_file: Optional[str] = None, overrides: Optional[Mapping] = None,
                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
@@ -122,9 +91,11 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``
     (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``)."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero, seq=seq,
+                 global_batch=global_batch, micro_batch=micro_batch)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
-    par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
+    par = resolve(Parallel(tp=tp, pp=pp, dp=dp or 0, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
     overrides = {**system.memory_overrides(), **(overrides or {})}
@@ -132,8 +103,8 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     hbm = float(system.hbm_bytes_per_core)
     mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides)
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system, micro_batch, seq, recompute, hbm, overrides),
-                        f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
+        # the layouts that fit instead come from the planner a layer up (trnsim.api adds them)
+        raise fit_error(mem, [], f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
                         f"zero={par.zero}", system.rank_name)
 
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))
