@@ -20,7 +20,7 @@ def _json(capsys, argv):
 
 def test_models_json(capsys):
     rc, d = _json(capsys, ["models", "--json"])
-    assert rc == 0 and len(d["models"]) == 19
+    assert rc == 0 and len(d["models"]) == 30
     assert {"name", "params", "active_params", "published_params", "source"} <= set(d["models"][0])
 
 

@@ -11,37 +11,13 @@ from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
 from .memory import GIB, fit_error, inference_memory
+from .neuron import ServingSetup, check_setup, decode_batch, prefill_len
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, group_ranks, resolve
+from .parallel import Parallel, ParallelError, resolve
 from .results import InferenceEstimate
-from .transformer import inference_graph
+from .step import StepTimes, draft_config, step_seconds
 
-
-def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool) -> dict:
-    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm."""
-    cfg = ctx.cfg
-    a = float(figure("estimator", "inference.activation_bytes"))
-    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=True)
-    if decode and lay.sp:   # one token per sequence: nothing to split along the sequence
-        lay = replace(lay, sp=False)
-    graph = inference_graph(cfg, lay, batch, q, kv, decode)
-    compute = graph.time(ctx.costing.seconds)
-    layers = cfg.layers / par.pp
-    T = batch * q
-    comm = 0.0
-    if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
-        ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
-        if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
-            per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
-        else:
-            per = ctx.comm_s("all-reduce", size, ranks)
-        comm += (2 * layers + 1) * per
-    # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
-    # layer's all-reduce, no all-to-all is needed
-    p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
-    stage = compute + comm
-    return dict(total=par.pp * stage + (par.pp - 1) * p2p, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=(par.pp - 1) * p2p, stage=stage)
+__all__ = ["chips_needed", "estimate_inference", "step_seconds"]
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int) -> int:
@@ -63,11 +39,17 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                        hardware_file: Optional[str] = None, rate: Optional[float] = None,
                        input_dist: Optional[str] = None, output_dist: Optional[str] = None,
                        requests: int = 200, max_batch: Optional[int] = None, seed: int = 0,
-                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
-                       ) -> InferenceEstimate:
+                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True,
+                       concurrency: Optional[int] = None, serving: Optional[ServingSetup] = None,
+                       scenario: Optional[str] = None, ttft_limit_ms: float = 2000.0,
+                       tpot_limit_ms: float = 200.0) -> InferenceEstimate:
     """TTFT, TPOT and output tokens/s of ``batch`` requests (``input_len`` prompt, ``output_len`` new tokens)
-    served by one replica of tp x pp (x ep) logical cores; with ``rate``, continuous batching of a request mix."""
+    served by one replica of tp x pp (x ep) logical cores, as the Neuron stack runs it (``serving``: buckets,
+    compiled batch, prefix cache, chunked prefill, speculation). With ``rate`` (open loop), ``concurrency``
+    (closed loop: N users) or ``scenario`` (MLPerf "offline" / "server"), a request mix is simulated."""
     t0 = time.perf_counter()
+    setup = serving or ServingSetup()
+    check_setup(setup)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     if min(batch, input_len, output_len) < 1:
@@ -77,7 +59,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
         raise ParallelError(f"ep={ep} must divide tp={tp} (serving spreads the experts over the TP group)",
                             rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
     # EP reuses the TP ranks when serving; resolve checks it against the experts as if over dp = ep
-    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
+    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep, pad_heads=True)
     par = replace(par, dp=1)
     if tp * pp > system.cores:
         raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} logical NeuronCores of "
@@ -93,18 +75,48 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
             sugg.append("--precision fp8")
         raise fit_error(mem, sugg + [f"at least {need} chips"],
                         f"serving {cfg.name} (batch {batch}, context {ctx_len}) with tp={tp} pp={pp}")
-    prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)
-    # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
-    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True)
-    ttft, tpot = prefill["total"], decode["total"]
-    serving = None
-    if rate:
-        from .serving import simulate_serving
-        serving = simulate_serving(ctx, par, rate, input_dist or str(input_len), output_dist or str(output_len),
-                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed)
+    mb = int(max_batch or setup.max_batch or (batch if not (rate or concurrency or scenario) else
+                                                  figure("estimator", "inference.max_batch")))
+    setup = replace(setup, max_batch=mb, prefill_batch=setup.prefill_batch or
+                    int(setup.fig("buckets.prefill_batch")))
+    draft_ctx = None
+    if setup.spec.on:
+        dcfg = draft_config(cfg, int(setup.fig("speculation.eagle_draft_layers"))) \
+            if setup.spec.kind == "eagle" else setup.spec.draft_model
+        draft_ctx = make_context(dcfg, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file,
+                                 efficiency)
+    st = StepTimes(ctx, par, setup, ctx_len, draft_ctx)
+    # a batch's prompts go through ceil(batch / prefill batch) context-encoding calls before its first tokens
+    pb = min(batch, setup.prefill_batch)
+    prefill = st.prefill(input_len, pb)
+    calls = math.ceil(batch / pb)
+    decode = dict(st.decode(batch, input_len + output_len // 2))
+    steps = max(1, math.ceil((output_len - 1) / st.tokens_per_step))
+    step_s = st.mean_decode(batch, input_len, steps)
+    ttft, tpot = calls * prefill["total"], step_s / st.tokens_per_step
+    serving_est = None
+    if rate or concurrency or scenario:
+        from .serving import Workload, mlperf, simulate
+        mode = "closed" if concurrency else "open"
+        w = Workload(mode=mode, rate=float(rate or 0.0), concurrency=int(concurrency or 0), requests=requests,
+                     input_dist=input_dist or str(input_len), output_dist=output_dist or str(output_len),
+                     seed=seed)
+        if scenario:
+            serving_est = mlperf(st, scenario, w, mb, setup.prefill_batch, setup.chunk, ttft_limit_ms,
+                                 tpot_limit_ms)
+        else:
+            serving_est = simulate(st, w, mb, setup.prefill_batch, setup.chunk)
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(f"collectives timed by {ctx.comm_name}")
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
+    if decode_batch(setup, batch) != batch:
+        notes.append(f"decode runs padded to the compiled batch of {decode_batch(setup, batch)}")
+    if setup.spec.on:
+        notes.append(f"speculative decoding ({setup.spec.kind}, {setup.spec.tokens} tokens, acceptance "
+                     f"{setup.spec.acceptance:g}): {st.tokens_per_step:.2f} tokens per target step")
+    if cfg.heads % tp or (cfg.n_kv % tp and tp % cfg.n_kv):
+        notes.append(f"tp={tp} does not divide the {cfg.heads} attention / {cfg.n_kv} KV heads: heads padded "
+                     "to a multiple of tp (as Neuron serves them)")
     return InferenceEstimate(
         model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
         parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp), precision=ctx.prec.name, batch=batch, input_len=input_len,
@@ -113,7 +125,11 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
         chips_needed=need,
         breakdown={"prefill_compute_ms": prefill["compute"] * 1e3, "prefill_comm_ms": (prefill["comm"] +
                    prefill["p2p"]) * 1e3, "decode_compute_ms": decode["compute"] * 1e3,
-                   "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3},
+                   "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3,
+                   "prefill_fixed_ms": prefill["fixed"] * 1e3, "decode_fixed_ms": decode["fixed"] * 1e3,
+                   "prefill_tokens": prefill_len(setup, input_len, ctx_len),
+                   "decode_batch": decode_batch(setup, batch), "decode_step_ms": step_s * 1e3,
+                   "tokens_per_step": st.tokens_per_step},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes))
+        sim_seconds=time.perf_counter() - t0, serving=serving_est, notes=tuple(notes))

@@ -97,8 +97,10 @@ def _bad(msg: str, rule: str, limit, value, hint: Optional[str] = None):
     raise ParallelError(msg, rule=rule, limit=limit, value=value, hint=hint)
 
 
-def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int] = None) -> Parallel:
-    """Fill in dp and check every divisibility rule against the model and the machine."""
+def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int] = None,
+            pad_heads: bool = False) -> Parallel:
+    """Fill in dp and check every divisibility rule against the model and the machine; with ``pad_heads``
+    (serving) a tp that does not divide the heads is accepted: the heads are padded, as Neuron does."""
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
             _bad(f"--{k} must be at least 1", f"parallel-{k}", ">= 1", getattr(par, k))
@@ -113,10 +115,10 @@ def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int
         _bad(f"tp x pp x cp x dp = {par.model_parallel * dp} but the system has {total} logical NeuronCores "
              f"({system.nodes} x {system.instance.key}, LNC={system.lnc})", "parallel-cores", total,
              par.model_parallel * dp, hint=f"use --dp {total // par.model_parallel} or change --nodes")
-    if cfg.heads % par.tp:
+    if cfg.heads % par.tp and not pad_heads:
         _bad(f"tp={par.tp} does not divide the {cfg.heads} attention heads of {cfg.name}", "parallel-tp-heads",
              f"a divisor of {cfg.heads}", par.tp)
-    if not cfg.is_mla and cfg.n_kv % par.tp and par.tp % cfg.n_kv:
+    if not cfg.is_mla and cfg.n_kv % par.tp and par.tp % cfg.n_kv and not pad_heads:
         _bad(f"tp={par.tp} and the {cfg.n_kv} KV heads of {cfg.name} must divide one another",
              "parallel-tp-kv-heads", f"a divisor or multiple of {cfg.n_kv}", par.tp)
     if cfg.layers % (par.pp * par.vp):

@@ -1,0 +1,146 @@
+"""One forward pass of a served model: a prefill (context encoding) or a decode (token generation) step
+through all pipeline stages, compute + collectives, and -- given a Neuron ``ServingSetup`` -- padded to the
+compiled buckets with the fixed costs of each launch. Both the inference estimate and the serving
+simulation take their step times from here."""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import replace
+from typing import Dict, Optional, Tuple
+
+from .context import Context
+from .datafiles import figure
+from .neuron import ServingSetup, decode_batch, decode_kv, prefill_len, runtime
+from .parallel import Parallel, group_ranks
+from .transformer import inference_graph, moe_rank_load
+
+
+def _expert_bytes(ctx: Context) -> float:
+    """Bytes per routed-expert weight: the checkpoint's expert format where the chip has that matmul
+    (MX formats need an MX TensorE), else the precision's (the experts are dequantized at load)."""
+    fmt = ctx.cfg.expert_format
+    if not fmt:
+        return 0.0
+    if fmt.startswith("mx") and not ctx.system.core.tensor.mx:
+        return 0.0
+    return float(figure("estimator", f"precision.{fmt}"))
+
+
+def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool,
+                 setup: Optional[ServingSetup] = None) -> dict:
+    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm, and
+    with ``setup`` the Neuron fixed costs (per op, per launch) and MoE routing settings. Shapes are taken as
+    given: padding to buckets is the caller's (``StepTimes``)."""
+    cfg = ctx.cfg
+    a = float(figure("estimator", "inference.activation_bytes"))
+    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=True)
+    if decode and lay.sp:   # one token per sequence: nothing to split along the sequence
+        lay = replace(lay, sp=False)
+    fixed = 0.0
+    dispatch = "all-gather"
+    if setup is not None:
+        lay = replace(lay, moe_block=int(setup.fig("moe.block_tokens")), moe_skew=float(setup.fig("moe.router_skew")),
+                      pe_pad=int(setup.fig("moe.pe_pad")), expert_weight_bytes=_expert_bytes(ctx))
+        dispatch = setup.moe_dispatch or str(setup.fig("moe.dispatch"))
+    graph = inference_graph(cfg, lay, batch, q, kv, decode)
+    compute = graph.time(ctx.costing.seconds)
+    if setup is not None:
+        rt = runtime(ctx.system.target, setup)
+        compute += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
+        fixed = rt["step_overhead_s"] if decode else rt["prefill_fixed_s"]
+        if cfg.is_moe and not decode and rt["moe_block_fixed_s"]:
+            # blockwise expert matmul: every block of every active expert is one kernel iteration with its
+            # own weight load and launch, whatever its size
+            busiest, active = moe_rank_load(cfg, batch * q, par.ep, lay.moe_skew)
+            n_act = max(1, math.ceil(active - 1e-9))
+            blocks = n_act * math.ceil(busiest / n_act / max(1, lay.moe_block))
+            compute += rt["moe_block_fixed_s"] * blocks * cfg.moe_layers / par.pp
+    layers = cfg.layers / par.pp
+    T = batch * q
+    comm = 0.0
+    if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
+        ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
+        if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
+            per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
+        else:
+            per = ctx.comm_s("all-reduce", size, ranks)
+        comm += (2 * layers + 1) * per
+    # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
+    # layer's all-reduce ("all-gather" dispatch); an all-to-all dispatch sends each token's hidden state to
+    # its top-k experts' ranks and back
+    if dispatch == "all-to-all" and par.ep > 1 and cfg.is_moe:
+        ep_ranks = group_ranks(par, "tp")[:par.ep]
+        size = T * cfg.top_k * cfg.hidden * a / par.ep
+        comm += 2 * cfg.moe_layers / par.pp * ctx.comm_s("all-to-all", size, ep_ranks)
+    p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
+    stage = compute + comm
+    return dict(total=par.pp * stage + (par.pp - 1) * p2p + fixed, compute=par.pp * compute, comm=par.pp * comm,
+                p2p=(par.pp - 1) * p2p, stage=stage, fixed=fixed)
+
+
+class StepTimes:
+    """Memoised step times of one deployment as the Neuron stack runs it: prompts pay their bucket, decode
+    steps the compiled batch and KV bucket; with speculation a decode step is the draft's proposals plus
+    one target verification of n + 1 tokens per sequence."""
+
+    def __init__(self, ctx: Context, par: Parallel, setup: ServingSetup, need: int, draft_ctx=None):
+        self.ctx, self.par, self.setup, self.need = ctx, par, setup, need
+        self.draft_ctx = draft_ctx
+        self.tokens_per_step = setup.spec.tokens_per_step()
+        self._pf: Dict[Tuple[int, int], dict] = {}
+        self._dc: Dict[Tuple[int, int], dict] = {}
+
+    def prefill(self, n: int, batch: int = 1) -> dict:
+        """One context-encoding call of ``batch`` prompts of ``n`` new tokens (prefix-cache hits removed)."""
+        new = max(1, int(round(n * (1.0 - self.setup.prefix_hit))))
+        L = prefill_len(self.setup, new, self.need)
+        key = (L, batch)
+        if key not in self._pf:
+            # a cached prefix is still attended over: the keys are the whole prompt's bucket
+            kv = prefill_len(self.setup, n, self.need) if self.setup.prefix_hit else L
+            d = step_seconds(self.ctx, self.par, batch, L, kv, False, self.setup)
+            if self.setup.spec.on and self.draft_ctx is not None:   # the draft sees the prompt too
+                dd = step_seconds(self.draft_ctx, self.par, batch, L, kv, False, None)
+                d = dict(d, total=d["total"] + dd["total"], draft=dd["total"])
+            self._pf[key] = d
+        return self._pf[key]
+
+    def decode(self, batch: int, kv: int) -> dict:
+        """One target step (with its draft proposals) of ``batch`` sequences at context ``kv``."""
+        B, K = decode_batch(self.setup, batch), decode_kv(self.setup, kv, self.need)
+        key = (B, K)
+        if key not in self._dc:
+            spec = self.setup.spec
+            q = spec.tokens + 1 if spec.on else 1
+            d = step_seconds(self.ctx, self.par, B, q, K, True, self.setup)
+            if spec.on and self.draft_ctx is not None:
+                dd = step_seconds(self.draft_ctx, self.par, B, 1, K, True, None)
+                d = dict(d, total=d["total"] + spec.tokens * dd["total"], draft=spec.tokens * dd["total"])
+            self._dc[key] = d
+        return self._dc[key]
+
+    def mean_decode(self, batch: int, first: int, steps: int) -> float:
+        """Mean seconds per target step of a sequence generating from context ``first`` for ``steps`` steps
+        (the KV bucket changes as it grows)."""
+        if steps <= 0:
+            return self.decode(batch, first)["total"]
+        tps = self.tokens_per_step
+        total, n = 0.0, 0
+        pos, end = float(first), first + steps * tps
+        while pos < end:
+            K = decode_kv(self.setup, int(pos) + 1, self.need) if self.setup.bucketing else int(pos) + 1
+            upto = min(end, float(K)) if self.setup.bucketing else end
+            k = max(1, int(round((upto - pos) / tps)))
+            total += k * self.decode(batch, int(pos) + 1)["total"]
+            n += k
+            pos = upto if upto > pos else end
+        return total / max(1, n)
+
+
+@functools.lru_cache(maxsize=32)
+def draft_config(cfg, layers: int):
+    """An EAGLE-style draft head of ``cfg``: ``layers`` dense decoder layers at the target's width."""
+    return replace(cfg, name=cfg.name + "-eagle", layers=layers, experts=0, top_k=0, moe_intermediate=0,
+                   shared_experts=0, dense_layers=0, full_attention_every=0, linear_value_heads=0,
+                   sliding_window=0, attention_chunk=0, shared_expert_intermediate=0, expert_format="")
