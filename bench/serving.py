@@ -4,18 +4,73 @@
     python bench/serving.py              # the recorded constants (data files)
     python bench/serving.py --refit      # fit each generation's constants first (not written)
     python bench/serving.py --refit --write   # ... and record them with the row ids
+    PYTHONPATH=<older checkout> python bench/serving.py --closed-form   # an older estimator on the same rows
+
+--closed-form runs each row with only the arguments every trnsim version has (tp, ep, lnc, batch = users,
+input, output) and derives the serving figures by hand: a user's request takes TTFT + (output - 1) TPOT,
+N users make N x output tokens per request time. Rows whose model the version cannot load count as refused.
 """
 import argparse
+import os
 import statistics
 import time
 
 from rich.table import Table
 
 from trnsim.cli.output import console
-from trnsim.model.serving_calibrate import current, evaluate, fit, runs
+
+ROWS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trnsim", "model", "data")
 
 
-def summary(res, gen, holdout=None):
+def closed_form(out):
+    """Every run predicted by the basic estimate_inference of whichever trnsim is on the path."""
+    import csv
+    import re
+    import tomllib
+    from trnsim.errors import TrnsimError
+    from trnsim.model import estimate_inference
+    with open(os.path.join(ROWS, "serving_runs.toml"), "rb") as f:
+        runs_ = tomllib.load(f)
+    with open(os.path.join(ROWS, "serving_rows.csv"), newline="") as f:
+        rows_ = {r["id"]: r for r in csv.DictReader(f)}
+    res = []
+    for rid, run in runs_.items():
+        base = rid[:-1] if rid.endswith("b") else rid
+        nums = [float(x.replace(",", "")) for x in re.findall(r"[\d,]*\.?\d+", rows_[base]["value"])]
+        pub = float(run.get("published", nums[1] if rid.endswith("b") else nums[0]))
+        a = run["args"]
+        users = a.get("concurrency", a.get("batch", 1))
+        try:
+            e = estimate_inference(run["model"], run["instance"], tp=a["tp"], ep=a.get("ep", 1), lnc=a["lnc"],
+                                   batch=users, input_len=a["input_len"], output_len=a["output_len"],
+                                   check_memory=False)
+        except TrnsimError as err:
+            res.append((rid, rows_[base]["generation"], run["metric"], pub, None, str(err)[:60]))
+            continue
+        o = a["output_len"]
+        req = e.ttft_ms / 1e3 + (o - 1) * e.tpot_ms / 1e3
+        m = run["metric"]
+        val = {"ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms, "output_tokens_per_s": e.output_tokens_per_s,
+               "serving.ttft_ms_p50": e.ttft_ms, "serving.itl_ms_p50": e.tpot_ms, "serving.tpot_ms_p50": e.tpot_ms,
+               "serving.output_tokens_per_s": users * o / req, "serving.latency_s_p50": req,
+               "breakdown.decode_compute_ms": e.breakdown["decode_compute_ms"],
+               "breakdown.decode_comm_ms": e.breakdown["decode_comm_ms"]}[m]
+        res.append((rid, rows_[base]["generation"], m, pub, val, ""))
+    tab = Table(title="serving rows, closed form of the estimator on the path", title_justify="left")
+    for c in ("row", "gen", "metric", "published", "predicted", "error"):
+        tab.add_column(c)
+    for rid, gen, m, pub, val, why in res:
+        tab.add_row(rid, gen, m, f"{pub:.4g}", "refused" if val is None else f"{val:.4g}",
+                    why if val is None else f"{val / pub - 1:+.1%}")
+    out.print(tab)
+    for gen in ("trn2", "trn3"):
+        ok = [(v / p - 1) for _, g, _, p, v, _ in res if g == gen and v is not None]
+        n = sum(1 for r in res if r[1] == gen)
+        out.print(f"{gen}: {len(ok)} of {n} rows run; median |error| {statistics.median(abs(x) for x in ok):.1%}, "
+                  f"bias {statistics.median(ok):+.1%}")
+
+
+def summary(res, gen, holdout=None):  # noqa: D401
     """(rows, median |error|, bias) of one generation's rows (optionally only held-out / fitted ones)."""
     sel = [r for r in res if r.generation == gen and (holdout is None or r.holdout == holdout)]
     if not sel:
@@ -28,8 +83,12 @@ def main() -> None:
     ap.add_argument("--refit", action="store_true", help="fit trn2 and trn3 constants first")
     ap.add_argument("--write", action="store_true", help="with --refit: record them in the data files")
     ap.add_argument("--rounds", type=int, default=2, help="coordinate-search rounds of the fit")
+    ap.add_argument("--closed-form", action="store_true", help="basic estimate + hand formulas (any version)")
     args = ap.parse_args()
     out = console()
+    if args.closed_form:
+        return closed_form(out)
+    from trnsim.model.serving_calibrate import current, evaluate, fit, runs
     constants = None
     if args.refit:
         constants = {}
