@@ -78,16 +78,65 @@ def summary(res, gen, holdout=None):  # noqa: D401
     return (len(sel), statistics.median(abs(r.error) for r in sel), statistics.median(r.error for r in sel))
 
 
+CLAIM_MODELS = ("gpt-oss-120b", "llama-3.3-70b", "qwen3-30b-a3b")
+CLAIM_SYSTEMS = (("trn2", "trn2.48xlarge", (8, 16, 32, 64)), ("trn3", "trn3-gen1-ultraserver", (4, 8, 16, 32)))
+
+
+def best_per_mw(model, instance, tps, tpot_ms):
+    """(output tokens/s per MW, tp, batch, TPOT ms) of the best decode layout whose TPOT stays within the
+    bound: batch doubling per tp, chips = tp logical cores at LNC=2, chip watts from cost/data/power.toml."""
+    from trnsim.cost.power import load_power_model
+    from trnsim.errors import TrnsimError
+    from trnsim.model import estimate_inference
+    best = (0.0, 0, 0, 0.0)
+    for tp in tps:
+        for b in (1, 2, 4, 8, 16, 32, 64, 128):
+            try:
+                e = estimate_inference(model, instance, tp=tp, lnc=2, batch=b, input_len=1024, output_len=512)
+            except TrnsimError:
+                continue
+            if e.tpot_ms > tpot_ms:
+                break
+            from trnsim.model.parallel import make_system
+            sysm = make_system(instance, 1, 2)
+            chips = tp / (sysm.chip.cores / 2)
+            per_mw = e.output_tokens_per_s / (chips * load_power_model().chip_watts[sysm.target]) * 1e6
+            if per_mw > best[0]:
+                best = (per_mw, tp, b, e.tpot_ms)
+    return best
+
+
+def claims(out, tpot_ms):
+    """Trn3 UltraServer vs Trn2: output tokens per megawatt (chip power) at TPOT <= ``tpot_ms``."""
+    tab = Table(title=f"Output tokens per MW (chip power) at TPOT <= {tpot_ms:g} ms, 1024 in / 512 out, bf16 "
+                      "(MXFP4 experts where the chip has MX)", title_justify="left")
+    for c in ("model", "trn2 tok/s/MW", "(tp, batch, TPOT)", "trn3 tok/s/MW", "(tp, batch, TPOT)", "trn3 / trn2"):
+        tab.add_column(c)
+    for m in CLAIM_MODELS:
+        r = {g: best_per_mw(m, inst, tps, tpot_ms) for g, inst, tps in CLAIM_SYSTEMS}
+        ratio = r["trn3"][0] / r["trn2"][0] if r["trn2"][0] else float("nan")
+        tab.add_row(m, f"{r['trn2'][0]:,.0f}", f"({r['trn2'][1]}, {r['trn2'][2]}, {r['trn2'][3]:.1f})",
+                    f"{r['trn3'][0]:,.0f}", f"({r['trn3'][1]}, {r['trn3'][2]}, {r['trn3'][3]:.1f})", f"{ratio:.2f}x")
+    out.print(tab)
+    out.print("published claim (reference/economics.md S2, S3): over 5x output tokens per megawatt for Trn3 "
+              "UltraServers vs Trn2 at similar latency per user")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--refit", action="store_true", help="fit trn2 and trn3 constants first")
     ap.add_argument("--write", action="store_true", help="with --refit: record them in the data files")
     ap.add_argument("--rounds", type=int, default=2, help="coordinate-search rounds of the fit")
     ap.add_argument("--closed-form", action="store_true", help="basic estimate + hand formulas (any version)")
+    ap.add_argument("--claims", action="store_true", help="only the published claim: Trn3 vs Trn2 output "
+                    "tokens per megawatt at similar latency per user")
+    ap.add_argument("--tpot-ms", type=float, default=25.0, help="--claims: the per-user latency bound")
     args = ap.parse_args()
     out = console()
     if args.closed_form:
         return closed_form(out)
+    if args.claims:
+        return claims(out, args.tpot_ms)
     from trnsim.model.serving_calibrate import current, evaluate, fit, runs
     constants = None
     if args.refit:

@@ -15,6 +15,8 @@ from .datafiles import load
 from .ops import Op, RooflineOpCosts
 
 CLASSES = ("compute", "memory", "vector", "comm")
+# a class only some generations calibrate; where absent it takes the factor of the class named here
+EXTRA_CLASSES = {"expert": "memory"}
 KINDS = ("train", "ttft", "tpot")
 
 
@@ -23,6 +25,8 @@ def op_class(op: Op, roof: RooflineOpCosts) -> str:
     if op.kind in ("matmul", "attention"):
         comp = op.flops / roof.peak(op.dtype)
         mem = op.bytes / roof.hbm_bytes_per_s
+        if comp < mem and op.name.startswith("moe.selected."):
+            return "expert"   # expert weights loaded one selected expert at a time (unfused decode)
         return "compute" if comp >= mem else "memory"
     return "vector"
 
@@ -38,7 +42,10 @@ class Calibration:
     comm_model: str = ""
 
     def factor(self, cls: str) -> float:
-        """Efficiency factor of an op class (1.0 when not calibrated)."""
+        """Efficiency factor of an op class (1.0 when not calibrated; an extra class not calibrated takes
+        the factor of the class it refines)."""
+        if cls not in self.factors and cls in EXTRA_CLASSES:
+            cls = EXTRA_CLASSES[cls]
         return float(self.factors.get(cls, 1.0))
 
     def band(self, kind: str) -> float:
@@ -63,8 +70,9 @@ def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapp
     else:
         scale = 1.0
     factors: Dict[str, float] = {c: float(entry.get(c, 1.0)) for c in CLASSES}
+    factors.update({c: float(entry[c]) for c in EXTRA_CLASSES if c in entry})
     if overrides:
-        factors.update({k: float(v) for k, v in overrides.items() if k in CLASSES})
+        factors.update({k: float(v) for k, v in overrides.items() if k in CLASSES or k in EXTRA_CLASSES})
     overhead = float(entry.get("collective_overhead_s", 0.0))
     if overrides and "collective_overhead_s" in overrides:
         overhead = float(overrides["collective_overhead_s"])

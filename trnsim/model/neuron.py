@@ -49,6 +49,7 @@ class ServingSetup:
     max_batch: int = 0                        # sequences decoded together (vLLM max-num-seqs / NxDI batch_size)
     prefill_batch: int = 0                    # prompts per context-encoding call
     moe_dispatch: str = ""
+    moe_prefill: str = ""                     # "blockwise" (routed, padded blocks) or "all-experts" (dense, masked)
     bucketing: bool = True
     prefix_hit: float = 0.0                   # share of each prompt found in the prefix cache
     chunk: int = 0                            # chunked prefill: tokens per chunk (0 = whole prompts)
@@ -68,6 +69,9 @@ def check_setup(s: ServingSetup) -> None:
     if s.moe_dispatch and s.moe_dispatch not in DISPATCH:
         raise ConfigError(f"unknown MoE dispatch {s.moe_dispatch!r}", rule="serving-moe-dispatch",
                           limit=DISPATCH, value=s.moe_dispatch)
+    if s.moe_prefill not in ("", "blockwise", "all-experts"):
+        raise ConfigError(f"unknown MoE prefill {s.moe_prefill!r}", rule="serving-moe-prefill",
+                          limit=("blockwise", "all-experts"), value=s.moe_prefill)
     if s.spec.kind not in SPEC_KINDS:
         raise ConfigError(f"unknown speculative decoding {s.spec.kind!r}", rule="serving-speculation",
                           limit=SPEC_KINDS[1:], value=s.spec.kind)
@@ -139,13 +143,15 @@ def decode_batch(s: ServingSetup, b: int) -> int:
 
 def runtime(target: str, s: Optional[ServingSetup] = None) -> dict:
     """Fixed costs of one generation: op_fixed_s, step_overhead_s, prefill_fixed_s, moe_block_fixed_s (0 where
-    none)."""
+    none), and its blockwise-matmul block size moe_block_tokens (the [moe] default where none)."""
     s = s or ServingSetup()
     out = {}
-    for k in ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s"):
+    for k in ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens"):
         key = f"runtime.{target}.{k}"
         try:
             out[k] = float(s.fig(key))
         except ConfigError:
             out[k] = 0.0
+    if not out["moe_block_tokens"]:
+        out["moe_block_tokens"] = float(s.fig("moe.block_tokens"))
     return out

@@ -17,13 +17,14 @@ from typing import Dict, List, Mapping, Optional
 
 from .datafiles import DATA_DIR, load
 
-EFF_KEYS = ("compute", "memory", "vector", "comm", "collective_overhead_s")
-RUNTIME_KEYS = ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s")
+EFF_KEYS = ("compute", "memory", "vector", "comm", "expert", "collective_overhead_s")
+RUNTIME_KEYS = ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens")
 # choice: bounds of the search (log space); the fixed costs between 0.1 us and 1 s, factors 2%..100% of
 # the roofline (comm: of the fabric's nominal time)
-BOUNDS = {"compute": (0.02, 1.0), "memory": (0.02, 1.0), "vector": (0.02, 1.0), "comm": (0.02, 1.0),
+BOUNDS = {"compute": (0.02, 1.0), "memory": (0.02, 1.0), "expert": (0.005, 1.0), "vector": (0.02, 1.0), "comm": (0.02, 1.0),
           "collective_overhead_s": (1e-7, 1e-3), "op_fixed_s": (1e-8, 1e-4), "step_overhead_s": (1e-5, 0.1),
-          "prefill_fixed_s": (1e-5, 1.0), "moe_block_fixed_s": (1e-7, 1e-3)}
+          "prefill_fixed_s": (1e-5, 1.0), "moe_block_fixed_s": (1e-7, 1e-3),
+          "moe_block_tokens": (16, 1024)}
 SPEED_METRICS = ("output_tokens_per_s",)
 
 
@@ -157,7 +158,7 @@ def current(gen: str) -> Dict[str, float]:
     from .efficiency import calibration_for
     from .neuron import runtime
     cal = calibration_for(gen)
-    c = {k: cal.factor(k) for k in ("compute", "memory", "vector", "comm")}
+    c = {k: cal.factor(k) for k in ("compute", "memory", "vector", "comm", "expert")}
     c["collective_overhead_s"] = cal.overhead_s
     c.update(runtime(gen))
     return c

@@ -39,17 +39,19 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
         lay = replace(lay, sp=False)
     fixed = 0.0
     dispatch = "all-gather"
+    rt = runtime(ctx.system.target, setup) if setup is not None else {}
     if setup is not None:
-        lay = replace(lay, moe_block=int(setup.fig("moe.block_tokens")), moe_skew=float(setup.fig("moe.router_skew")),
-                      pe_pad=int(setup.fig("moe.pe_pad")), expert_weight_bytes=_expert_bytes(ctx))
+        lay = replace(lay, moe_block=max(1, int(round(rt["moe_block_tokens"]))),
+                      moe_skew=float(setup.fig("moe.router_skew")), pe_pad=int(setup.fig("moe.pe_pad")),
+                      expert_weight_bytes=_expert_bytes(ctx),
+                      moe_all_experts=(setup.moe_prefill or str(setup.fig("moe.prefill"))) == "all-experts")
         dispatch = setup.moe_dispatch or str(setup.fig("moe.dispatch"))
     graph = inference_graph(cfg, lay, batch, q, kv, decode)
     compute = graph.time(ctx.costing.seconds)
     if setup is not None:
-        rt = runtime(ctx.system.target, setup)
         compute += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
         fixed = rt["step_overhead_s"] if decode else rt["prefill_fixed_s"]
-        if cfg.is_moe and not decode and rt["moe_block_fixed_s"]:
+        if cfg.is_moe and not decode and rt["moe_block_fixed_s"] and not lay.moe_all_experts:
             # blockwise expert matmul: every block of every active expert is one kernel iteration with its
             # own weight load and launch, whatever its size
             busiest, active = moe_rank_load(cfg, batch * q, par.ep, lay.moe_skew)

@@ -33,6 +33,7 @@ class Layout:
     moe_block: int = 1           # prefill: each expert's tokens padded to a multiple of this (blockwise matmul)
     moe_skew: float = 1.0        # router skew on top of the multinomial spread of tokens over EP ranks
     pe_pad: int = 1              # per-rank matmul widths padded to a multiple of this (PE array columns)
+    moe_all_experts: bool = False  # prefill runs every local expert over every token (masked), not routed
 
 
 def _mm(name: str, m: int, k: int, n: int, lay: Layout, batch: int = 1, weight: bool = True) -> Op:
@@ -187,14 +188,19 @@ def _moe(cfg: ModelConfig, T: int, lay: Layout, decode: bool = False) -> List[Op
         active = max(1, min(local, busiest))
     n_act = max(1, math.ceil(active - 1e-9))
     m = max(1, math.ceil(busiest / n_act))
-    if not decode:
+    if not decode and lay.moe_all_experts:
+        n_act, m = max(1, cfg.experts // lay.ep), T
+    elif not decode:
         m = _pad(m, lay.moe_block)
     inter = max(1, cfg.moe_intermediate // etp)
     if not decode:   # compute-bound: a slice narrower than the PE array pays whole columns
         inter = _pad(inter, lay.pe_pad)
     elay = lay if not lay.expert_weight_bytes else \
         Layout(**{**lay.__dict__, "weight_bytes": lay.expert_weight_bytes})
-    ops += _mlp(cfg, "moe.experts", m, inter, elay, batch=n_act)
+    # decode: a fused MoE kernel streams every selected expert in one pass when the per-rank expert width is
+    # whole PE-array columns; otherwise each selected expert is loaded and run on its own ("moe.selected")
+    fused = lay.pe_pad <= 1 or inter % lay.pe_pad == 0
+    ops += _mlp(cfg, "moe.experts" if fused or not decode else "moe.selected", m, inter, elay, batch=n_act)
     if cfg.shared_experts:
         width = cfg.shared_expert_intermediate or cfg.shared_experts * cfg.moe_intermediate
         ops += _mlp(cfg, "moe.shared", T, local_heads(width, lay.tp), lay)
