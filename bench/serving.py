@@ -78,6 +78,43 @@ def summary(res, gen, holdout=None):  # noqa: D401
     return (len(sel), statistics.median(abs(r.error) for r in sel), statistics.median(r.error for r in sel))
 
 
+# (what the pair shows, row a, row b): published a < b; the estimate must order them the same way
+ORDERINGS = (
+    ("batch: DeepSeek-V3 throughput b1 < b2", "P038", "P040"),
+    ("batch: DeepSeek-V3 throughput b2 < b4", "P040", "P042"),
+    ("batch: Trinity-Nano TTFT b2 < b4 (TP4)", "P067", "P070"),
+    ("batch: Trinity-Large throughput b2 < b4", "P090", "P093"),
+    ("prompt length: Qwen3-30B throughput 512/256 < 2048/512 (trn3)", "P166", "P169"),
+    ("concurrency: Qwen3-30B ITL 1 user < 32 users (trn3)", "P168", "P180"),
+    ("concurrency: Qwen3-30B TTFT 1 user < 16 users (trn3)", "P167", "P176"),
+    ("concurrency: Qwen3-30B throughput 1 < 4 users (trn3)", "P166", "P172"),
+    ("TP degree: Trinity-Nano TKG TP4 < TP2 (b1)", "P065", "P056"),
+    ("TP degree: Trinity-Nano TTFT TP4 < TP2 (b4)", "P070", "P061"),
+    ("dense vs MoE: Llama-3.1-8B TTFT < gpt-oss-120b TTFT (512 tokens)", "P016", "P023"),
+    ("dense vs MoE: Llama-3.1-8B ITL < Qwen3-235B ITL (optimum-neuron, 1 user)", "P107", "P131"),
+    ("speculation: 4 < 6 EAGLE tokens, throughput (trn3)", "P161", "P162"),
+    ("model size: Qwen3.5 2B < 9B < 27B TPOT", "P102b", "P100b"),
+    ("model size: Qwen3.5 9B < 27B TPOT", "P100b", "P101b"),
+)
+
+
+def orderings(out, res):
+    """Each published ordering and whether the estimate keeps it."""
+    by = {r.id: r for r in res}
+    tab = Table(title="Orderings (published a < b)", title_justify="left")
+    for c in ("what", "a", "b", "published", "predicted", "kept"):
+        tab.add_column(c)
+    kept = 0
+    for what, a, b in ORDERINGS:
+        ra, rb = by[a], by[b]
+        ok = (ra.predicted < rb.predicted) == (ra.published < rb.published)
+        kept += ok
+        tab.add_row(what, a, b, f"{ra.published:.4g} < {rb.published:.4g}", f"{ra.predicted:.4g} vs {rb.predicted:.4g}",
+                    "yes" if ok else "NO")
+    out.print(tab)
+    out.print(f"orderings kept: {kept} of {len(ORDERINGS)}")
+
+
 CLAIM_MODELS = ("gpt-oss-120b", "llama-3.3-70b", "qwen3-30b-a3b")
 CLAIM_SYSTEMS = (("trn2", "trn2.48xlarge", (8, 16, 32, 64)), ("trn3", "trn3-gen1-ultraserver", (4, 8, 16, 32)))
 
@@ -168,6 +205,7 @@ def main() -> None:
         nh, mh, _ = summary(res, gen, True)
         tab.add_row(gen, str(n), f"{m:.1%}", f"{b:+.1%}", str(nf), f"{mf:.1%}", str(nh), f"{mh:.1%}")
     out.print(tab)
+    orderings(out, res)
     for r in res:
         out.print(f"  {r.id}: {runs()[r.id]['why']}")
 
