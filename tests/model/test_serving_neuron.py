@@ -153,3 +153,26 @@ def test_cli_serving_flags(capsys):
                "--max-batch", "4", "--requests", "20"])
     out = capsys.readouterr().out
     assert rc == 0 and "verdict: overloaded" in out
+
+
+def test_unfused_decode_loads_selected_experts_one_by_one():
+    from trnsim.model.efficiency import op_class
+    from trnsim.model.ops import roofline_for
+    dsv3 = load_model("deepseek-v3")                   # 2048 / 64 = 32 columns per rank: no fused kernel
+    names = {o.op.name for o in inference_graph(dsv3, Layout(tp=64, ep_in_tp=True, pe_pad=128), 1, 1, 256, True).ops}
+    assert "moe.selected.gate_up" in names and "moe.experts.gate_up" not in names
+    q = load_model("qwen3-30b-a3b")                    # EP8 over TP8: 768 columns per rank, fused
+    g = inference_graph(q, Layout(tp=8, ep=8, ep_in_tp=True, pe_pad=128), 1, 1, 256, True)
+    assert "moe.experts.gate_up" in {o.op.name for o in g.ops}
+    sel = next(o.op for o in inference_graph(dsv3, Layout(tp=64, ep_in_tp=True, pe_pad=128), 1, 1, 256,
+                                               True).ops if o.op.name == "moe.selected.gate_up")
+    assert op_class(sel, roofline_for("trn2", 2)) == "expert"
+
+
+def test_all_experts_prefill_runs_every_local_expert_over_every_token():
+    cfg = load_model("llama-4-scout")                  # 16 experts, top-1, experts 8192 wide
+    T, tp = 2048, 64
+    lay = Layout(tp=tp, ep_in_tp=True, moe_all_experts=True)
+    op = next(o.op for o in inference_graph(cfg, lay, 1, T, T, False).ops if o.op.name == "moe.experts.gate_up")
+    assert op.batch == 16 and op.m == T
+    assert op.flops == 2.0 * T * 5120 * (2 * 8192 // tp) * 16
