@@ -86,6 +86,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
         draft_ctx = make_context(dcfg, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file,
                                  efficiency)
     st = StepTimes(ctx, par, setup, ctx_len, draft_ctx)
+    setup = st.setup
     # a batch's prompts go through ceil(batch / prefill batch) context-encoding calls before its first tokens
     pb = min(batch, setup.prefill_batch)
     prefill = st.prefill(input_len, pb)

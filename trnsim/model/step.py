@@ -87,7 +87,12 @@ class StepTimes:
     one target verification of n + 1 tokens per sequence."""
 
     def __init__(self, ctx: Context, par: Parallel, setup: ServingSetup, need: int, draft_ctx=None):
-        self.ctx, self.par, self.setup, self.need = ctx, par, setup, need
+        self.ctx, self.par, self.need = ctx, par, need
+        # compiled buckets, Neuron fixed costs and NxDI's MoE kernels belong to Neuron devices; other systems
+        # run exact shapes (their framework costs are their estimator's)
+        self.neuron = is_neuron(ctx.system.target)
+        self.setup = setup if self.neuron else replace(setup, bucketing=False)
+        self._ns = self.setup if self.neuron else None
         self.draft_ctx = draft_ctx
         self.tokens_per_step = setup.spec.tokens_per_step()
         self._pf: Dict[Tuple[int, int], dict] = {}
@@ -101,7 +106,7 @@ class StepTimes:
         if key not in self._pf:
             # a cached prefix is still attended over: the keys are the whole prompt's bucket
             kv = prefill_len(self.setup, n, self.need) if self.setup.prefix_hit else L
-            d = step_seconds(self.ctx, self.par, batch, L, kv, False, self.setup)
+            d = step_seconds(self.ctx, self.par, batch, L, kv, False, self._ns)
             if self.setup.spec.on and self.draft_ctx is not None:   # the draft sees the prompt too
                 dd = step_seconds(self.draft_ctx, self.par, batch, L, kv, False, None)
                 d = dict(d, total=d["total"] + dd["total"], draft=dd["total"])
@@ -115,7 +120,7 @@ class StepTimes:
         if key not in self._dc:
             spec = self.setup.spec
             q = spec.tokens + 1 if spec.on else 1
-            d = step_seconds(self.ctx, self.par, B, q, K, True, self.setup)
+            d = step_seconds(self.ctx, self.par, B, q, K, True, self._ns)
             if spec.on and self.draft_ctx is not None:
                 dd = step_seconds(self.draft_ctx, self.par, B, 1, K, True, None)
                 d = dict(d, total=d["total"] + spec.tokens * dd["total"], draft=spec.tokens * dd["total"])
@@ -138,6 +143,11 @@ class StepTimes:
             n += k
             pos = upto if upto > pos else end
         return total / max(1, n)
+
+
+def is_neuron(target: str) -> bool:
+    """Whether a generation is a Neuron device (Trainium / Inferentia)."""
+    return str(target).startswith(("trn", "inf"))
 
 
 @functools.lru_cache(maxsize=32)
