@@ -176,3 +176,15 @@ def test_all_experts_prefill_runs_every_local_expert_over_every_token():
     op = next(o.op for o in inference_graph(cfg, lay, 1, T, T, False).ops if o.op.name == "moe.experts.gate_up")
     assert op.batch == 16 and op.m == T
     assert op.flops == 2.0 * T * 5120 * (2 * 8192 // tp) * 16
+
+
+def test_draft_model_speculation():
+    from trnsim.model import ServingSetup as S, Speculation as Sp
+    base = estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=32, lnc=2, input_len=512, output_len=128)
+    spec = estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=32, lnc=2, input_len=512, output_len=128,
+                              serving=S(spec=Sp("draft", 4, 0.8, "llama-3.1-8b")))
+    # (1 - 0.8^5) / 0.2 = 3.36 tokens per target step; each step adds 4 draft steps of the 8B model
+    assert spec.breakdown["tokens_per_step"] == pytest.approx((1 - 0.8 ** 5) / 0.2)
+    assert spec.tpot_ms < base.tpot_ms and spec.ttft_ms > base.ttft_ms   # the draft prefills the prompt too
+    with pytest.raises(TrnsimError, match="draft model"):
+        estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=32, lnc=2, serving=S(spec=Sp("draft", 4, 0.8)))

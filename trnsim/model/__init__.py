@@ -4,11 +4,12 @@ from .comm import AlphaBetaComm, CommModel
 from .config import ModelConfig, load_model, model_names
 from .estimate import list_models
 from .infer import estimate_inference
+from .neuron import ServingSetup, Speculation
 from .ops import Op, OpCosts, OpTime, RooflineOpCosts
 from .params import count_params
 from .results import InferenceEstimate, ServingEstimate, TrainingEstimate
 from .train import estimate_training
 
 __all__ = ["AlphaBetaComm", "CommModel", "InferenceEstimate", "ModelConfig", "Op", "OpCosts", "OpTime",
-           "OpsEstimate", "RooflineOpCosts", "ServingEstimate", "TrainingEstimate", "count_params",
+           "OpsEstimate", "RooflineOpCosts", "ServingEstimate", "ServingSetup", "Speculation", "TrainingEstimate", "count_params",
            "estimate_inference", "estimate_ops", "estimate_training", "list_models", "load_model", "model_names"]

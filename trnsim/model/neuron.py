@@ -75,6 +75,9 @@ def check_setup(s: ServingSetup) -> None:
     if s.spec.kind not in SPEC_KINDS:
         raise ConfigError(f"unknown speculative decoding {s.spec.kind!r}", rule="serving-speculation",
                           limit=SPEC_KINDS[1:], value=s.spec.kind)
+    if s.spec.kind == "draft" and not s.spec.draft_model:
+        raise ConfigError("speculative decoding with a draft model needs the draft model (--draft-model)",
+                          rule="serving-speculation", limit="a zoo name or config.json", value="")
     if s.spec.kind and not (s.spec.tokens >= 1 and 0.0 <= s.spec.acceptance <= 1.0):
         raise ConfigError("speculative decoding needs >= 1 proposed token and an acceptance in [0, 1]",
                           rule="serving-speculation", limit="tokens >= 1, 0 <= acceptance <= 1",
