@@ -132,7 +132,7 @@ def best_per_mw(model, instance, tps, tpot_ms, like=None):
     if like:   # run with another generation's software constants: the hardware ratio alone
         c = current(like)
         target = make_system(instance, 1, 2).target
-        eff = {k: c[k] for k in ("compute", "memory", "vector", "comm", "expert", "collective_overhead_s")}
+        eff = {k: c[k] for k in ("compute", "memory", "vector", "expert")}
         setup = ServingSetup(overrides={f"runtime.{target}.{k}": c[k] for k in
                                         ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s",
                                          "moe_block_tokens")})

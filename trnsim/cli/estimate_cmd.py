@@ -20,8 +20,8 @@ def register(subparsers) -> None:
     common.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1|2 (trn2/trn3)")
     common.add_argument("--precision", default="bf16", help="matmul format: bf16|fp8|mxfp8|mxfp4")
     common.add_argument("--sparsity", default=None, help="M:N structured sparsity, e.g. 4:16 (trn2/trn3)")
-    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim", "alpha-beta"),
-                        help="collectives model (fabric, the default, is the one the calibration was fitted with)")
+    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim"),
+                        help="collectives model: the fabric's closed forms (default) or its flow simulator")
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
@@ -57,12 +57,17 @@ def register(subparsers) -> None:
 
 
 def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the estimator's roofline default)."""
+    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
     if args.costs != "simulated":
         return None
+    from ..errors import ConfigError
     from ..hardware import load_catalog
     from ..kernels import time_reference
     from ..model.opcost import SimulatedOpCosts
+    from ..model.system import make_system
+    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
+        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
+                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
     cat = load_catalog(args.hardware)
     chip = cat.chips[cat.instance(instance).chip]
     return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
@@ -70,6 +75,19 @@ def _costs(args, instance: str):
 
 def _band(x: float) -> str:
     return f"±{x:.0%}"
+
+
+def _rank(e) -> str:
+    """What one rank of the estimate's system is: NeuronCore or GPU."""
+    from ..model.system import make_system
+    return make_system(e.instance, e.nodes, e.lnc if e.lnc > 1 else None).rank_name
+
+
+def _kinds_table(title: str, rows) -> object:
+    """Collectives per kind: (label, {calls, seconds, bytes}) rows."""
+    return table(title, ["collective", "calls", "ms", "us per call", "MiB per call"],
+                 [(k, f"{c['calls']:,.0f}", f"{c['seconds'] * 1e3:.3f}", f"{c['seconds'] / c['calls'] * 1e6:.1f}",
+                   f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
 def cmd_train(args) -> int:
@@ -87,21 +105,26 @@ def cmd_train(args) -> int:
     out = console()
     b = e.error_band["step_time_s"]
     p = e.parallel
-    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} (LNC={e.lnc}, {e.cores} cores; tp={p['tp']} "
+    rank = _rank(e)
+    units = f"LNC={e.lnc}, {e.cores} cores" if rank == "NeuronCore" else f"{e.cores} GPUs"
+    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} ({units}; tp={p['tp']} "
                     f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''})",
                     ["figure", "value", "error band"],
                     [("step time", f"{e.step_time_s:.3f} s", _band(b)), ("sequences/s", f"{e.seq_per_s:,.1f}", _band(b)),
                      ("tokens/s", f"{e.tokens_per_s:,.0f}", _band(b)), ("MFU", f"{e.mfu:.1%}", _band(b)),
                      ("HFU (with recompute)", f"{e.hfu:.1%}", ""),
                      ("micro-batches per step", e.micro_batches, ""),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", "")]))
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      "")]))
     out.print(table("Breakdown of one step (critical path)", ["part", "seconds", "share"],
                     [(k, f"{v:.4f}", f"{v / e.step_time_s:.1%}") for k, v in e.breakdown.items()]))
     if e.comm:
         out.print(table("Collectives per step", ["collective", "bytes each", "seconds", "exposed", "overlapped"],
                         [(k, f"{c['bytes'] / 2**20:,.1f} MiB", f"{c['seconds']:.4f}", f"{c['exposed']:.4f}",
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
-    out.print(table("Memory per NeuronCore (GiB)", ["part", "GiB"],
+    if e.collectives:
+        out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
+    out.print(table(f"Memory per {_rank(e)} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
     return 0
@@ -124,17 +147,24 @@ def cmd_infer(args) -> int:
         return 0
     out = console()
     eb = e.error_band
-    out.print(table(f"Inference {e.model} on {e.instance} (LNC={e.lnc}; tp={e.parallel['tp']} pp={e.parallel['pp']}"
+    rank = _rank(e)
+    lnc = f"LNC={e.lnc}; " if rank == "NeuronCore" else ""
+    out.print(table(f"Inference {e.model} on {e.instance} ({lnc}tp={e.parallel['tp']} pp={e.parallel['pp']}"
                     f" ep={e.parallel['ep']}; batch {e.batch}, {e.input_len} in / {e.output_len} out, {e.precision})",
                     ["figure", "value", "error band"],
                     [("TTFT", f"{e.ttft_ms:.2f} ms", _band(eb["ttft_ms"])),
                      ("TPOT", f"{e.tpot_ms:.3f} ms", _band(eb["tpot_ms"])),
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", ""),
-                     ("KV cache per core", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
-    out.print(table("Breakdown", ["part", "value"],
+    out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
+                    "collectives)", ["part", "value"],
                     [(k[:-3], f"{v:.3f} ms") if k.endswith("_ms") else (k, f"{v:g}") for k, v in e.breakdown.items()]))
+    rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
+    if rows:
+        out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
     if e.serving:
         s = e.serving
         who = {"closed": f"{s.concurrency} users (closed loop)", "offline": "all at once (offline)"}.get(
@@ -187,6 +217,9 @@ def add_serving_flags(p) -> None:
     g.add_argument("--acceptance", type=float, default=None, help="acceptance rate per proposed token "
                    "(default: the data file's figure for the kind)")
     g.add_argument("--draft-model", default="", help="--spec draft: the draft model (zoo name or config.json)")
+    g.add_argument("--standalone-collectives", action="store_true",
+                   help="charge collectives as standalone runtime calls (what `trnsim collective` prints) instead "
+                   "of in-graph collectives of compiled Neuron graphs")
     g.add_argument("--moe-dispatch", choices=("all-gather", "all-to-all"), default="",
                    help="how MoE tokens reach their experts (default: the data file's framework choice)")
 
@@ -214,5 +247,6 @@ def serving_setup(args):
                         decode_buckets=_ints(args.decode_buckets, "--decode-buckets"),
                         batch_buckets=_ints(args.batch_buckets, "--batch-buckets"),
                         prefill_batch=args.prefill_batch, moe_dispatch=args.moe_dispatch,
-                        bucketing=not args.no_buckets, prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
+                        bucketing=not args.no_buckets, in_graph_collectives=not args.standalone_collectives,
+                        prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
                         spec=spec)

@@ -175,10 +175,11 @@ def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weig
                            reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
 
 
-def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str) -> MemoryFitError:
-    """The error for a layout that does not fit, with the numbers and what to try."""
+def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
+    """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
+    GPU)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
         "no layout tried fits: use more nodes, a larger instance or a smaller model"
-    return MemoryFitError(f"{what} needs {need:.1f} GiB per NeuronCore, has {have:.0f} GiB; {hint}",
+    return MemoryFitError(f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB; {hint}",
                           limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)

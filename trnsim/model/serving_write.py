@@ -17,7 +17,7 @@ KIND_OF = {"ttft_ms": "ttft", "serving.ttft_ms_p50": "ttft"}
 def _replace_section(text: str, header: str, body: str) -> str:
     """``text`` with the TOML table ``header`` (up to the next table) replaced by ``body``, or appended."""
     pat = re.compile(r"^\[" + re.escape(header) + r"\]\n(?:(?!^\[).*\n?)*", re.M)
-    block = f"[{header}]\n{body}\n"
+    block = f"[{header}]\n{body}\n\n"
     if pat.search(text):
         return pat.sub(lambda m: block, text, count=1)
     return text.rstrip("\n") + "\n\n" + block
@@ -32,8 +32,7 @@ def write(gen: str, constants: Mapping[str, float], results: List) -> str:
     for r in results:
         kinds[KIND_OF.get(r.metric, "tpot")].append(abs(r.error))
     bands = {k: max(0.10, statistics.median(v)) if v else 0.5 for k, v in kinds.items()}
-    lines = ['comm_model = "FabricComm"']
-    lines += [f"{k} = {constants[k]:.4g}" for k in EFF_KEYS]
+    lines = [f"{k} = {constants[k]:.4g}" for k in EFF_KEYS]
     lines += [f"band_{k} = {bands[k]:.3g}" for k in ("train", "ttft", "tpot")]
     lines.append("rows = [" + ", ".join(f'"{i}"' for i in ids) + "]")
     lines.append("held_out = [" + ", ".join(f'"{i}"' for i in held) + "]")

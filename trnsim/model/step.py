@@ -48,8 +48,9 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
         dispatch = setup.moe_dispatch or str(setup.fig("moe.dispatch"))
     graph = inference_graph(cfg, lay, batch, q, kv, decode)
     compute = graph.time(ctx.costing.seconds)
+    overhead = 0.0
     if setup is not None:
-        compute += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
+        overhead += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
         fixed = rt["step_overhead_s"] if decode else rt["prefill_fixed_s"]
         if cfg.is_moe and not decode and rt["moe_block_fixed_s"] and not lay.moe_all_experts:
             # blockwise expert matmul: every block of every active expert is one kernel iteration with its
@@ -57,28 +58,49 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
             busiest, active = moe_rank_load(cfg, batch * q, par.ep, lay.moe_skew)
             n_act = max(1, math.ceil(active - 1e-9))
             blocks = n_act * math.ceil(busiest / n_act / max(1, lay.moe_block))
-            compute += rt["moe_block_fixed_s"] * blocks * cfg.moe_layers / par.pp
+            overhead += rt["moe_block_fixed_s"] * blocks * cfg.moe_layers / par.pp
+    compute += overhead
     layers = cfg.layers / par.pp
     T = batch * q
     comm = 0.0
+    tally: dict = {}
     if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
         ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
-        if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
-            per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
-        else:
-            per = ctx.comm_s("all-reduce", size, ranks)
-        comm += (2 * layers + 1) * per
+        # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
+        ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
+        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
     # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
     # layer's all-reduce ("all-gather" dispatch); an all-to-all dispatch sends each token's hidden state to
     # its top-k experts' ranks and back
     if dispatch == "all-to-all" and par.ep > 1 and cfg.is_moe:
         ep_ranks = group_ranks(par, "tp")[:par.ep]
         size = T * cfg.top_k * cfg.hidden * a / par.ep
-        comm += 2 * cfg.moe_layers / par.pp * ctx.comm_s("all-to-all", size, ep_ranks)
-    p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
+        comm += ctx.charge("all-to-all", size, ep_ranks, 2 * cfg.moe_layers, tally) / par.pp
+    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
+        if par.pp > 1 else 0.0
     stage = compute + comm
-    return dict(total=par.pp * stage + (par.pp - 1) * p2p + fixed, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=(par.pp - 1) * p2p, stage=stage, fixed=fixed)
+    parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
+    parts["compute"] = parts.get("compute", 0.0) + par.pp * overhead   # fixed costs count as compute
+    return dict(total=par.pp * stage + p2p + fixed, compute=par.pp * compute, comm=par.pp * comm,
+                p2p=p2p, stage=stage, parts=parts, collectives=tally, fixed=fixed)
+
+
+class InGraphComm:
+    """Collectives inside a compiled Neuron graph: the fabric's algorithms at nominal link rate (no standalone
+    runtime constants: the graph's collectives are pre-built, not launched call by call as the measured
+    standalone collectives are) over an efficiency, plus a fixed cost per collective; both fitted on the
+    serving rows (data/neuron_serving.toml [runtime.<gen>])."""
+
+    def __init__(self, system, setup: ServingSetup, hardware_file: Optional[str] = None):
+        from ..fabric import FabricComm
+        self.fabric = FabricComm(system.key, instances=system.nodes, lnc=system.lnc, hardware_file=hardware_file,
+                                 runtime=False)
+        rt = runtime(system.target, setup)
+        self.fixed_s, self.eff = rt["collective_fixed_s"], rt["collective_efficiency"]
+
+    def time_s(self, op: str, size_bytes: float, ranks) -> float:
+        """Seconds of one in-graph collective."""
+        return self.fabric.time_s(op, size_bytes, ranks) / self.eff + self.fixed_s
 
 
 class StepTimes:
@@ -93,6 +115,12 @@ class StepTimes:
         self.neuron = is_neuron(ctx.system.target)
         self.setup = setup if self.neuron else replace(setup, bucketing=False)
         self._ns = self.setup if self.neuron else None
+        # in-graph collectives where the generation has serving-fitted constants for them (trn1: standalone)
+        if self.neuron and setup.in_graph_collectives and runtime(ctx.system.target, setup)["collective_efficiency"]:
+            self.ctx = replace(ctx, comm=InGraphComm(ctx.system, setup), comm_name="in-graph collectives (fabric "
+                               "at nominal rate, serving-fitted efficiency and fixed cost)", _comm_memo={})
+            if draft_ctx is not None:
+                draft_ctx = replace(draft_ctx, comm=self.ctx.comm, _comm_memo={})
         self.draft_ctx = draft_ctx
         self.tokens_per_step = setup.spec.tokens_per_step()
         self._pf: Dict[Tuple[int, int], dict] = {}

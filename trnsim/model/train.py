@@ -8,11 +8,12 @@ from dataclasses import replace
 from typing import Dict, List, Mapping, Optional, Union
 
 from .config import ModelConfig
-from .context import Context, make_context
+from .context import Context, add_collective, make_context
 from .datafiles import figure
 from .memory import GIB, expert_params_per_core, fit_error, params_per_core, training_memory
 from .ops import OpCosts
 from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
+from .system import SystemModel
 from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
 
@@ -79,12 +80,12 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
     return out
 
 
-def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int, recompute: str,
-             hbm: float) -> List[str]:
+def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq: int, recompute: str,
+             hbm: float, overrides: Optional[Mapping] = None) -> List[str]:
     """Layouts near ``par`` that fit, fewest changes first: ZeRO-1, larger TP or PP, full recompute."""
     def doubles(x: int, per: int) -> List[int]:
         out, v = [x], x * 2
-        while v * per <= sys_cores:
+        while v * per <= system.cores:
             out.append(v)
             v *= 2
         return out
@@ -95,12 +96,12 @@ def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int,
                 for rc in sorted({recompute, "full"}, key=lambda r: r != recompute):
                     cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
                     try:
-                        cand = resolve(cand, cfg, _Cores(sys_cores))
+                        cand = resolve(cand, cfg, system)
                     except ParallelError:
                         continue
                     if zero and cand.dp == 1:
                         continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm).fits:
+                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides).fits:
                         continue
                     flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
                                              ("--zero 1", zero != par.zero), ("--recompute full", rc != recompute))
@@ -110,13 +111,7 @@ def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int,
     return [f for _, _, f in found[:2]]
 
 
-class _Cores:
-    """Just enough of a System for ``resolve`` to count cores."""
-    def __init__(self, cores: int):
-        self.cores = cores
-
-
-def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xlarge", nodes: int = 1,
+def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge", nodes: int = 1,
                       tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: bool = False, zero: int = 0, lnc: Optional[int] = None, seq: int = 2048,
                       global_batch: int = 0, micro_batch: int = 1, recompute: str = "none",
@@ -124,19 +119,22 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
                       comm=None, hardware_file: Optional[str] = None, overrides: Optional[Mapping] = None,
                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
                       ) -> TrainingEstimate:
-    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``."""
+    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``
+    (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``)."""
     t0 = time.perf_counter()
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
+    overrides = {**system.memory_overrides(), **(overrides or {})}
     f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
     hbm = float(system.hbm_bytes_per_core)
     mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides)
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system.cores, micro_batch, seq, recompute, hbm),
-                        f"training {cfg.name} with tp={par.tp} pp={par.pp} dp={par.dp} zero={par.zero}")
+        raise fit_error(mem, _suggest(cfg, par, system, micro_batch, seq, recompute, hbm, overrides),
+                        f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
+                        f"zero={par.zero}", system.rank_name)
 
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))
     p_local = params_per_core(cfg, par)
@@ -159,13 +157,17 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     opt = optimizer_graph(opt_params, f("training.optimizer_hbm_bytes_per_param")).time(sec)
     step = pipeline + bubble + dp_exposed + opt
 
+    kinds: Dict[str, Dict] = {}
     for c in colls.values():   # TP/SP/CP/EP/PP collectives sit on the critical path, once per micro-batch
         c.update(seconds=c["seconds"] * m, exposed=c["seconds"] * m, overlapped=0.0)
+        add_collective(kinds, c["op"], c["count"] * m, c["seconds"], c["bytes"] * c["count"] * m)
+    for c in dp_comm.values():
+        add_collective(kinds, c["op"], c["count"], c["seconds"], c["bytes"] * c["count"])
     comm_all = {**colls, **dp_comm}
     tokens = global_batch * seq
     model_flops = _model_flops(cfg, seq) * tokens
     hw_flops = model_flops + (graph.flops("recompute") * m * par.tp * par.cp * par.pp * par.dp)
-    peak = _stated_peak_per_core(ctx)
+    peak = system.peak_flops_per_rank(ctx.prec)
     mfu = model_flops / (step * system.cores * peak)
     breakdown = {"forward": fwd * m, "backward": bwd * m, "recompute": rec * m, "embedding_and_head": head * m,
                  "optimizer": opt, "pipeline_bubble": bubble,
@@ -175,7 +177,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(f"collectives timed by {ctx.comm_name}")
     return TrainingEstimate(
-        model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=system.cores,
+        model=cfg.name, instance=system.key, nodes=system.nodes, lnc=system.lnc, cores=system.cores,
         parallel=par.to_dict(), precision=ctx.prec.name, seq=seq, global_batch=global_batch,
         micro_batch=micro_batch, micro_batches=m, recompute=recompute, step_time_s=step,
         seq_per_s=global_batch / step, tokens_per_s=tokens / step, mfu=mfu,
@@ -183,7 +185,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
         memory_per_core_gib=mem.total / GIB, memory=mem.to_dict(), breakdown=breakdown, comm=comm_all,
         error_band={"step_time_s": band, "seq_per_s": band, "tokens_per_s": band, "mfu": band},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, notes=tuple(notes))
+        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds)
 
 
 def _model_flops(cfg: ModelConfig, seq: int) -> float:
@@ -200,10 +202,3 @@ def _model_flops(cfg: ModelConfig, seq: int) -> float:
     # forward + backward (x3) of the two attention matmuls (QK^T, PV) at 2 FLOPs per multiply-add
     attn = 3.0 * 2.0 * cfg.layers * cfg.heads * hd_sum * seq * frac
     return dense + attn
-
-
-def _stated_peak_per_core(ctx: Context) -> float:
-    """Vendor-stated dense peak of one logical core in the run's precision (MFU's denominator)."""
-    pf, chip = ctx.system.chip.peak_flops, ctx.system.chip
-    rate = {"bf16": pf.bf16, "fp8": pf.fp8 or pf.bf16, "mxfp8": pf.mxfp8, "mxfp4": pf.mxfp8}[ctx.prec.name]
-    return (rate or pf.bf16) / chip.cores * ctx.system.lnc
