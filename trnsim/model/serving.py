@@ -223,9 +223,15 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
     cap = sustainable_rate(st, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)), prefill_batch)
     rate = w.rate if w.mode == "open" else n / span
     over = w.mode == "open" and w.rate > cap
-    verdict = (f"overloaded: {w.rate:.3g} requests/s offered, about {cap:.3g} sustained at batch {max_batch}; "
-               "queues grow without bound" if over else
-               f"within capacity: {rate:.3g} of about {cap:.3g} requests/s sustainable")
+    if over:
+        verdict = (f"overloaded: {w.rate:.3g} requests/s offered, about {cap:.3g} sustained at batch {max_batch}; "
+                   "queues grow without bound")
+    elif w.mode == "open":
+        verdict = f"within capacity: {rate:.3g} of about {cap:.3g} requests/s sustainable"
+    else:   # a closed loop or an offline batch cannot overload: the load is what the server sustains
+        who = f"{w.concurrency} users" if w.mode == "closed" else "every request at once"
+        verdict = (f"{who}: {rate:.3g} requests/s served, {'at' if rate >= 0.95 * cap else 'below'} the about "
+                   f"{cap:.3g} requests/s the replica sustains at batch {max_batch}")
     return ServingEstimate(
         rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=srv.tokens / span,
         requests_per_s=n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
