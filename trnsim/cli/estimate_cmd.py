@@ -25,18 +25,23 @@ def register(subparsers) -> None:
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
+    common.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
+                        help="repeat the estimate over values of one parameter (infer: batch, input, output, "
+                             "tp, pp, nodes; train: seq, tp, pp, dp, nodes, micro-batch, global-batch)")
+    common.add_argument("--html", metavar="FILE", default=None, help="with --sweep: an HTML page of the sweep's "
+                        "table and charts")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     est = subparsers.add_parser("estimate", help="training / inference time, memory and MFU of a model",
                                 description="Estimate a training step or inference of a transformer model.")
     sub = est.add_subparsers(dest="estimate_command", metavar="KIND")
     t = sub.add_parser("train", parents=[common], help="one training step (AdamW, bf16 autocast)")
-    t.add_argument("--dp", type=int, default=0, help="data parallel degree (default: the cores left)")
+    t.add_argument("--dp", type=int, default=None, help="data parallel degree (default: the cores left)")
     t.add_argument("--cp", type=int, default=1, help="context parallel degree")
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
     t.add_argument("--sp", action="store_true", help="sequence parallel (with tp > 1)")
     t.add_argument("--zero", type=int, default=0, help="0, or 1 for ZeRO-1")
     t.add_argument("--seq", type=int, default=2048, help="sequence length")
-    t.add_argument("--global-batch", type=int, default=0, help="sequences per step (default dp x micro)")
+    t.add_argument("--global-batch", type=int, default=None, help="sequences per step (default dp x micro)")
     t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     t.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
     t.set_defaults(func=cmd_train, default_instance="trn1.32xlarge")
@@ -90,15 +95,22 @@ def _kinds_table(title: str, rows) -> object:
                    f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
+def _train(args, inst: str):
+    """The training estimate the command line asks for."""
+    return estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                             cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                             seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                             recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                             costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+
+
 def cmd_train(args) -> int:
     """Estimate one training step and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "train", inst, _train)
     with Spinner(not args.json, "estimating training step"):
-        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                              cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                              seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                              recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware)
+        e = _train(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -130,18 +142,25 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _infer(args, inst: str):
+    """The inference estimate the command line asks for."""
+    return estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                              sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
+                              precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
+                              comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                              input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                              max_batch=args.max_batch, seed=args.seed, concurrency=args.concurrency,
+                              serving=serving_setup(args), scenario=args.scenario,
+                              ttft_limit_ms=args.ttft_limit_ms, tpot_limit_ms=args.tpot_limit_ms)
+
+
 def cmd_infer(args) -> int:
     """Estimate prefill / decode (and a served request mix with --rate) and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "infer", inst, _infer)
     with Spinner(not args.json, "estimating inference"):
-        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                               sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                               comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                               input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                               max_batch=args.max_batch, seed=args.seed, concurrency=args.concurrency,
-                               serving=serving_setup(args), scenario=args.scenario,
-                               ttft_limit_ms=args.ttft_limit_ms, tpot_limit_ms=args.tpot_limit_ms)
+        e = _infer(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -250,3 +269,31 @@ def serving_setup(args):
                         bucketing=not args.no_buckets, in_graph_collectives=not args.standalone_collectives,
                         prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
                         spec=spec)
+
+
+# the estimator keyword a sweep sets -> the command-line option that carries it
+_DEST = {"input_len": "input", "output_len": "output"}
+
+
+def _run_sweep(args, kind: str, inst: str, call) -> int:
+    """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
+    from ..report.export import _write as write_text
+    from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    param, values = parse_sweep(args.sweep, kind)
+    key = PARAMS[kind][param]
+    dest = _DEST.get(key, key)
+
+    def one(**kw):
+        return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
+    with Spinner(not args.json, f"sweeping {param}"):
+        s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
+    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    if args.json:
+        print_json({"sweep": s.to_dict(), "written": written})
+        return 0
+    cols, rows = s.table()
+    out = console()
+    out.print(table(s.title, cols, rows))
+    for p in written:
+        out.print(f"wrote {p}")
+    return 0

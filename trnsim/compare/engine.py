@@ -9,6 +9,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 from ..cost import PowerModel, PriceBook, PriceError, SensitivityReport, sensitivity, system_economics, with_baseline
 from ..cost.economics import SystemEconomics
 from ..errors import ConfigError
+from .constraints import warning_text, warnings_of
 from .search import Choice, choose
 from .systems import SystemRef, resolve_system
 from .workload import Workload
@@ -78,8 +79,9 @@ class Comparison:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (``systems``: the list of per-system records)."""
+        systems = [r.to_dict() for r in self.rows]
         return {"workload": self.workload.to_dict(), "baseline": self.baseline, "price_kind": self.price_kind,
-                "winner": self.winner, "systems": [r.to_dict() for r in self.rows],
+                "winner": self.winner, "systems": systems, "warnings": warnings_of(self.workload, systems),
                 "skipped": [{"system": s, "reason": why} for s, why in self.skipped],
                 "sensitivity": self.sensitivity.to_dict() if self.sensitivity else None,
                 "summary": self.summary(), "wall_s": self.wall_s, **dict(self.extra)}
@@ -93,7 +95,8 @@ class Comparison:
         s += "."
         if self.sensitivity is not None:
             s += " " + self.sensitivity.summary()
-        return s
+        warn = warning_text(warnings_of(self.workload, [r.to_dict() for r in self.rows]))
+        return f"{s} {warn}" if warn else s
 
 
 def check_prices(refs: Sequence[SystemRef], prices: PriceBook) -> None:

@@ -1,11 +1,10 @@
 """Model architectures as data: the zoo (one TOML per model) and Hugging Face ``config.json`` files.
 
 No network and no ``transformers``: a config.json is read as JSON and mapped key by key; a missing or
-malformed key is a ConfigError naming it.
+malformed key is a ConfigError naming it.  The record itself (``ModelConfig``) lives in ``spec``.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import json
@@ -17,42 +16,10 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as _toml  # type: ignore
 
-from .arch import ModelConfig, ModelConfigError, validate
+from .hf import from_hf_config
+from .spec import ModelConfig, ModelConfigError, from_mapping, validate
 
 ZOO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
-
-
-_FIELDS = {f.name: f for f in dataclasses.fields(ModelConfig)}
-_REQUIRED = ("name", "hidden", "layers", "heads", "vocab", "intermediate")
-
-
-def from_mapping(d: Dict, origin: str) -> ModelConfig:
-    """Build a ModelConfig from a zoo table, checking names and types of every key."""
-    for k in _REQUIRED:
-        if k not in d:
-            raise ModelConfigError(f"{origin}: missing key {k!r}", rule="model-config-key", value=k)
-    kwargs = {}
-    for k, v in d.items():
-        f = _FIELDS.get(k)
-        if f is None:
-            raise ModelConfigError(f"{origin}: unknown key {k!r}", rule="model-config-key",
-                                   limit=sorted(_FIELDS), value=k)
-        kwargs[k] = _coerce(v, f.type, k, origin)
-    cfg = ModelConfig(**kwargs)
-    validate(cfg, origin)
-    return cfg
-
-
-def _coerce(v, typ, key: str, origin: str):
-    want = {"int": int, "float": float, "bool": bool, "str": str}.get(str(typ), None)
-    if want is int and isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if want is float and isinstance(v, int) and not isinstance(v, bool):
-        v = float(v)
-    if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
-        raise ModelConfigError(f"{origin}: key {key!r} must be {want.__name__}", rule="model-config-type",
-                               limit=want.__name__, value=repr(v))
-    return v
 
 
 # ------------------------------------------------------------------------------------ the zoo
@@ -106,7 +73,6 @@ def load_file(path: str) -> ModelConfig:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ModelConfigError(f"{path} is not valid JSON: {e}", rule="model-config-syntax",
                                    value=path) from None
-    from .hf import from_hf_config
     name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "model"
     return from_hf_config(d, name=name, origin=path)
 
@@ -115,3 +81,7 @@ def suggest(name: str) -> Optional[str]:
     """Nearest zoo name to ``name`` or None."""
     near = difflib.get_close_matches(name.lower(), model_names(), n=1, cutoff=0.5)
     return near[0] if near else None
+
+
+__all__ = ["ModelConfig", "ModelConfigError", "ZOO_DIR", "from_mapping", "load_file", "load_model", "model_names",
+           "suggest", "validate", "zoo"]

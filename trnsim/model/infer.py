@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Mapping, Optional, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
@@ -49,6 +50,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     chunked prefill, speculation). With ``rate`` (open loop), ``concurrency`` (closed loop: N users) or
     ``scenario`` (MLPerf "offline" / "server"), a request mix is simulated."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, ep=ep, batch=batch, input_len=input_len, output_len=output_len,
+                 rate=rate, requests=requests, max_batch=max_batch, seed=seed, concurrency=concurrency)
     setup = serving or ServingSetup()
     check_setup(setup)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,

@@ -32,7 +32,7 @@ def parse_dist(spec: str, name: str) -> Callable[[np.random.Generator], int]:
     try:
         if s.startswith("exp:"):
             mean = float(s[4:])
-            if mean <= 0:
+            if not 0 < mean < float("inf"):  # NaN fails both comparisons
                 raise ValueError
             return lambda rng: max(1, int(round(rng.exponential(mean))))
         if "+-" in s:
@@ -71,7 +71,7 @@ def check_workload(w: Workload, max_batch: int) -> None:
     if w.requests < 1 or max_batch < 1:
         raise ConfigError("requests and max batch must be positive", rule="serving", limit=">= 1",
                           value=min(w.requests, max_batch))
-    if w.mode == "open" and not w.rate > 0:
+    if w.mode == "open" and not 0 < w.rate < float("inf"):
         raise ConfigError("an open-loop workload needs a positive --rate", rule="serving-rate", limit="> 0",
                           value=w.rate)
     if w.mode == "closed" and w.concurrency < 1:

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Dict, List, Mapping, Optional, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
@@ -112,9 +113,9 @@ def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq:
 
 
 def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge", nodes: int = 1,
-                      tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
+                      tp: int = 1, pp: int = 1, dp: Optional[int] = None, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: bool = False, zero: int = 0, lnc: Optional[int] = None, seq: int = 2048,
-                      global_batch: int = 0, micro_batch: int = 1, recompute: str = "none",
+                      global_batch: Optional[int] = None, micro_batch: int = 1, recompute: str = "none",
                       precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
                       comm=None, hardware_file: Optional[str] = None, overrides: Optional[Mapping] = None,
                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
@@ -122,9 +123,11 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``
     (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``)."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero, seq=seq,
+                 global_batch=global_batch, micro_batch=micro_batch)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
-    par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
+    par = resolve(Parallel(tp=tp, pp=pp, dp=dp or 0, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
     overrides = {**system.memory_overrides(), **(overrides or {})}

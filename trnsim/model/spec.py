@@ -1,13 +1,15 @@
-"""A transformer's architecture as a frozen record (``ModelConfig``), its layer pattern and the shape rules
-every architecture must satisfy; the zoo and the Hugging Face readers build on it."""
+"""A model architecture as a checked record: ``ModelConfig``, its errors, and reading it from a mapping.
+
+The zoo and config files are read by ``config`` (TOML) and ``hf`` (Hugging Face config.json), both above this.
+"""
 from __future__ import annotations
 
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Dict
 
 from ..errors import ConfigError
-
 
 class ModelConfigError(ConfigError):
     """A model name, zoo file or config.json the estimator cannot use."""
@@ -128,6 +130,39 @@ def _layer_kinds(self: ModelConfig) -> tuple:
             attn, w = "full", 0
         out.append((bool(moe), attn, w))
     return tuple(out)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ModelConfig)}
+_REQUIRED = ("name", "hidden", "layers", "heads", "vocab", "intermediate")
+
+
+def from_mapping(d: Dict, origin: str) -> ModelConfig:
+    """Build a ModelConfig from a zoo table, checking names and types of every key."""
+    for k in _REQUIRED:
+        if k not in d:
+            raise ModelConfigError(f"{origin}: missing key {k!r}", rule="model-config-key", value=k)
+    kwargs = {}
+    for k, v in d.items():
+        f = _FIELDS.get(k)
+        if f is None:
+            raise ModelConfigError(f"{origin}: unknown key {k!r}", rule="model-config-key",
+                                   limit=sorted(_FIELDS), value=k)
+        kwargs[k] = _coerce(v, f.type, k, origin)
+    cfg = ModelConfig(**kwargs)
+    validate(cfg, origin)
+    return cfg
+
+
+def _coerce(v, typ, key: str, origin: str):
+    want = {"int": int, "float": float, "bool": bool, "str": str}.get(str(typ), None)
+    if want is int and isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if want is float and isinstance(v, int) and not isinstance(v, bool):
+        v = float(v)
+    if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
+        raise ModelConfigError(f"{origin}: key {key!r} must be {want.__name__}", rule="model-config-type",
+                               limit=want.__name__, value=repr(v))
+    return v
 
 
 def validate(cfg: ModelConfig, origin: str) -> None:
