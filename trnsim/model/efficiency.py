@@ -51,14 +51,18 @@ class Calibration:
         return float(self.bands.get(kind, max(self.bands.values()) if self.bands else 0.5))
 
 
-def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapping[str, float]] = None
-                    ) -> Calibration:
+def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapping[str, float]] = None,
+                    serving: bool = False) -> Calibration:
     """The calibration of ``target`` for op costs obtained ``how``; generations without rows borrow the
-    closest calibrated one and widen the band by the file's ``uncalibrated_band_scale``."""
+    closest calibrated one and widen the band by the file's ``uncalibrated_band_scale``. ``serving``: an
+    inference estimate, which takes the generation's [serving.<target>] section (fitted on its serving rows,
+    roofline op costs) where there is one."""
     data = load("calibration")
     table = data.get(how) or data.get("roofline", {})
     note = ""
     entry = table.get(target)
+    if serving and how == "roofline" and target in data.get("serving", {}):
+        entry = data["serving"][target]
     if entry is None:
         fallback = data.get("fallback", {}).get(target, "trn1")
         entry = table.get(fallback, {})

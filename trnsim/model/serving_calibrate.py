@@ -157,7 +157,7 @@ def current(gen: str) -> Dict[str, float]:
     """The constants of ``gen`` as the data files hold them now."""
     from .efficiency import calibration_for
     from .neuron import runtime
-    cal = calibration_for(gen)
+    cal = calibration_for(gen, serving=True)
     c = {k: cal.factor(k) for k in EFF_KEYS}
     c.update(runtime(gen))
     return c

@@ -1,5 +1,5 @@
 """Record a generation's fitted serving constants in the data files, with the rows they come from:
-efficiency factors and the collective overhead in ``calibration.toml [roofline.<gen>]``, the Neuron fixed
+efficiency factors in ``calibration.toml [serving.<gen>]`` (what inference estimates of the generation use), the Neuron fixed
 costs in ``neuron_serving.toml [runtime.<gen>]``."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def write(gen: str, constants: Mapping[str, float], results: List) -> str:
                  'rows: band_train is the serving band until training rows of this generation are fitted"')
     path = os.path.join(DATA_DIR, "calibration.toml")
     text = open(path, encoding="utf-8").read()
-    text = _replace_section(text, f"roofline.{gen}", "\n".join(lines))
+    text = _replace_section(text, f"serving.{gen}", "\n".join(lines))
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     src = f"fitted on rows {', '.join(ids)} (held out: {', '.join(held) or 'none'})"
@@ -51,4 +51,4 @@ def write(gen: str, constants: Mapping[str, float], results: List) -> str:
     with open(path2, "w", encoding="utf-8") as f:
         f.write(text)
     load.cache_clear()
-    return f"{path} [roofline.{gen}], {path2} [runtime.{gen}]"
+    return f"{path} [serving.{gen}], {path2} [runtime.{gen}]"
