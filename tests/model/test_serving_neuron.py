@@ -19,7 +19,7 @@ SA = ServingSetup(in_graph_collectives=False)
 
 
 def _ctx(model="llama-3.1-8b", inst="trn2.48xlarge", tp=8, ep=1):
-    ctx = make_context(model, inst, lnc=2)
+    ctx = make_context(model, inst, lnc=2, training=False)
     par = resolve(Parallel(tp=tp, dp=ep, ep=ep), ctx.cfg, ctx.system, ranks=tp * ep, pad_heads=True)
     from dataclasses import replace
     return ctx, replace(par, dp=1)

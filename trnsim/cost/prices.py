@@ -172,7 +172,7 @@ def canonical_system(name: str) -> str:
 def known_systems(prices: Iterable[Price] = ()) -> List[str]:
     """Every system a price may name: catalog instances and UltraServers, GPU systems, priced systems."""
     from ..hardware.catalog import load_catalog
-    from ..model.gpu.systems import load_gpu_catalog
+    from ..hardware.gpus import load_gpu_catalog
     return sorted(set(load_catalog().instances) | set(load_gpu_catalog().systems) | {p.system for p in prices})
 
 

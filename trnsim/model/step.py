@@ -28,16 +28,22 @@ def _expert_bytes(ctx: Context) -> float:
 
 
 def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool,
-                 setup: Optional[ServingSetup] = None) -> dict:
-    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm, and
-    with ``setup`` the Neuron fixed costs (per op, per launch) and MoE routing settings. Shapes are taken as
-    given: padding to buckets is the caller's (``StepTimes``)."""
+                 setup: Optional[ServingSetup] = None, kv_bytes: float = 0.0, attention_dp: int = 1,
+                 step_overhead_s: float = 0.0) -> dict:
+    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm.
+
+    ``setup``: a Neuron deployment (its fixed costs per op and per launch, its MoE kernels); shapes are taken
+    as given, padding to buckets is the caller's (``StepTimes``). ``kv_bytes``: KV-cache element size
+    attention reads (0: activation width). ``attention_dp`` > 1: attention runs data-parallel over that many
+    groups of tp / attention_dp ranks (each with its own sequences) and the experts are spread over all
+    ``par.ep`` ranks, tokens reaching them by all-to-all. ``step_overhead_s``: the serving framework's fixed
+    cost per forward step."""
     cfg = ctx.cfg
     a = float(figure("estimator", "inference.activation_bytes"))
-    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=True)
+    adp = max(1, int(attention_dp))
+    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=adp == 1, kv_bytes=kv_bytes, tp=max(1, par.tp // adp))
     if decode and lay.sp:   # one token per sequence: nothing to split along the sequence
         lay = replace(lay, sp=False)
-    fixed = 0.0
     dispatch = "all-gather"
     rt = runtime(ctx.system.target, setup) if setup is not None else {}
     if setup is not None:
@@ -46,43 +52,47 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
                       expert_weight_bytes=_expert_bytes(ctx),
                       moe_all_experts=(setup.moe_prefill or str(setup.fig("moe.prefill"))) == "all-experts")
         dispatch = setup.moe_dispatch or str(setup.fig("moe.dispatch"))
-    graph = inference_graph(cfg, lay, batch, q, kv, decode)
+    b = -(-batch // adp)
+    graph = inference_graph(cfg, lay, b, q, kv, decode)
     compute = graph.time(ctx.costing.seconds)
-    overhead = 0.0
+    extra = 0.0      # Neuron fixed costs inside the graph (per op, per expert block)
+    fixed = step_overhead_s
     if setup is not None:
-        overhead += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
-        fixed = rt["step_overhead_s"] if decode else rt["prefill_fixed_s"]
+        extra += rt["op_fixed_s"] * sum(g.count for g in graph.ops)
+        fixed += rt["step_overhead_s"] if decode else rt["prefill_fixed_s"]
         if cfg.is_moe and not decode and rt["moe_block_fixed_s"] and not lay.moe_all_experts:
             # blockwise expert matmul: every block of every active expert is one kernel iteration with its
             # own weight load and launch, whatever its size
-            busiest, active = moe_rank_load(cfg, batch * q, par.ep, lay.moe_skew)
+            busiest, active = moe_rank_load(cfg, b * q, lay.ep if not lay.ep_in_tp else par.ep, lay.moe_skew)
             n_act = max(1, math.ceil(active - 1e-9))
             blocks = n_act * math.ceil(busiest / n_act / max(1, lay.moe_block))
-            overhead += rt["moe_block_fixed_s"] * blocks * cfg.moe_layers / par.pp
-    compute += overhead
+            extra += rt["moe_block_fixed_s"] * blocks * cfg.moe_layers / par.pp
+    compute += extra
     layers = cfg.layers / par.pp
-    T = batch * q
+    T = b * q
     comm = 0.0
     tally: dict = {}
-    if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
-        ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
+    if lay.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
+        ranks, size = group_ranks(par, "tp")[:lay.tp], T * cfg.hidden * a
         # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
         ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
         comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
-    # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
-    # layer's all-reduce ("all-gather" dispatch); an all-to-all dispatch sends each token's hidden state to
-    # its top-k experts' ranks and back
-    if dispatch == "all-to-all" and par.ep > 1 and cfg.is_moe:
-        ep_ranks = group_ranks(par, "tp")[:par.ep]
+    if adp > 1 and cfg.is_moe and par.ep > 1:   # dispatch to the experts' ranks and combine back
+        calls = 2 * cfg.moe_layers
+        comm += ctx.charge("all-to-all", T * cfg.top_k * cfg.hidden * a, list(range(par.ep)), calls, tally) / par.pp
+    elif dispatch == "all-to-all" and par.ep > 1 and cfg.is_moe:
+        # framework choice: each token's hidden state sent to its top-k experts' ranks and back
         size = T * cfg.top_k * cfg.hidden * a / par.ep
-        comm += ctx.charge("all-to-all", size, ep_ranks, 2 * cfg.moe_layers, tally) / par.pp
+        comm += ctx.charge("all-to-all", size, group_ranks(par, "tp")[:par.ep], 2 * cfg.moe_layers, tally) / par.pp
+    # otherwise the experts are spread over the TP group, which already shares the tokens: the MoE output
+    # joins the layer's all-reduce, no all-to-all is needed
     p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
         if par.pp > 1 else 0.0
     stage = compute + comm
     parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
-    parts["compute"] = parts.get("compute", 0.0) + par.pp * overhead   # fixed costs count as compute
+    parts["compute"] = parts.get("compute", 0.0) + par.pp * extra   # fixed costs in the graph count as compute
     return dict(total=par.pp * stage + p2p + fixed, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=p2p, stage=stage, parts=parts, collectives=tally, fixed=fixed)
+                p2p=p2p, stage=stage, parts=parts, collectives=tally, overhead=fixed, fixed=fixed)
 
 
 class InGraphComm:
@@ -108,8 +118,10 @@ class StepTimes:
     steps the compiled batch and KV bucket; with speculation a decode step is the draft's proposals plus
     one target verification of n + 1 tokens per sequence."""
 
-    def __init__(self, ctx: Context, par: Parallel, setup: ServingSetup, need: int, draft_ctx=None):
+    def __init__(self, ctx: Context, par: Parallel, setup: ServingSetup, need: int, draft_ctx=None,
+                 opts: Optional[dict] = None):
         self.ctx, self.par, self.need = ctx, par, need
+        self.opts = dict(opts or {})   # step_seconds' kv_bytes, attention_dp, step_overhead_s
         # compiled buckets, Neuron fixed costs and NxDI's MoE kernels belong to Neuron devices; other systems
         # run exact shapes (their framework costs are their estimator's)
         self.neuron = is_neuron(ctx.system.target)
@@ -134,7 +146,7 @@ class StepTimes:
         if key not in self._pf:
             # a cached prefix is still attended over: the keys are the whole prompt's bucket
             kv = prefill_len(self.setup, n, self.need) if self.setup.prefix_hit else L
-            d = step_seconds(self.ctx, self.par, batch, L, kv, False, self._ns)
+            d = step_seconds(self.ctx, self.par, batch, L, kv, False, self._ns, **self.opts)
             if self.setup.spec.on and self.draft_ctx is not None:   # the draft sees the prompt too
                 dd = step_seconds(self.draft_ctx, self.par, batch, L, kv, False, None)
                 d = dict(d, total=d["total"] + dd["total"], draft=dd["total"])
@@ -148,7 +160,7 @@ class StepTimes:
         if key not in self._dc:
             spec = self.setup.spec
             q = spec.tokens + 1 if spec.on else 1
-            d = step_seconds(self.ctx, self.par, B, q, K, True, self._ns)
+            d = step_seconds(self.ctx, self.par, B, q, K, True, self._ns, **self.opts)
             if spec.on and self.draft_ctx is not None:
                 dd = step_seconds(self.draft_ctx, self.par, B, 1, K, True, None)
                 d = dict(d, total=d["total"] + spec.tokens * dd["total"], draft=spec.tokens * dd["total"])
