@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..model import estimate_inference, estimate_training
-from .output import Spinner, console, print_json, table
+from .output import Spinner, console, print_json, print_warnings, serving_warning, table
 
 
 def register(subparsers) -> None:
@@ -169,6 +169,7 @@ def cmd_infer(args) -> int:
                          ("TTFT (ms)", f"{s.ttft_ms_p50:.1f}", f"{s.ttft_ms_p90:.1f}", f"{s.ttft_ms_p99:.1f}")]))
         out.print(f"throughput {s.output_tokens_per_s:,.1f} output tokens/s, {s.requests_per_s:.2f} requests/s, "
                   f"mean batch {s.mean_batch:.1f}")
+        print_warnings(out, [serving_warning(s)])
     _footer(out, e)
     return 0
 
