@@ -62,6 +62,8 @@ def run(args) -> int:
     from ..compare import compare, parse_delays, parse_systems
     from ..compare.search import choose, choose_with_planner
     from ..compare.options import make_power, make_prices, make_workload
+    from ..validate import check_output_args
+    check_output_args(args)   # a bad output path fails before the comparison, not after it
     w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
                       args.max_instances, args.precision, args.input, args.output, args.rate, args.slo_tpot_ms,
                       args.slo_ttft_ms)
