@@ -84,3 +84,34 @@ def test_sigterm_ends_a_plan_with_one_line_and_no_orphans():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+REAPED = textwrap.dedent("""
+    import subprocess, sys, time
+    from trnsim.lifetime import start_reaper
+    start_reaper()
+    # a helper that does not die with us (as Ray's agents do not): its own session, a sleeping child
+    helper = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time; "
+                               "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+                               "print(c.pid, flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    grandchild = helper.stdout.readline().strip()
+    time.sleep(1.5)   # the reaper looks at the tree every half second
+    print(helper.pid, grandchild, flush=True)
+    time.sleep(120)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_reaper_ends_a_killed_process_helper_tree():
+    p = subprocess.Popen([sys.executable, "-c", REAPED], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        helpers = [int(x) for x in p.stdout.readline().split()]
+        assert len(helpers) == 2 and all(_alive(h) for h in helpers)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=20)
+        assert _wait_gone(helpers, timeout=15) == [], "the helper tree outlived its killed parent"
+    finally:
+        if p.poll() is None:
+            p.kill()

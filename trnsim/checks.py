@@ -49,11 +49,12 @@ def _where(name: str, rule: Mapping[str, Any], value: Any, where: Optional[str])
 def check_value(name: str, value: Any, where: Optional[str] = None) -> Any:
     """``value`` checked against the limits of parameter ``name``: an int for counts and seeds, a float
     for numbers; None (not given) passes.  A bool, a non-integral count, NaN/inf and out-of-range values
-    are ConfigErrors naming the parameter, the limit and the value."""
+    are ConfigErrors naming the parameter, the limit and the value; None passes only where the limits
+    file marks the parameter ``optional``."""
     rule = param_rule(name)
-    if rule is None or value is None:
+    if rule is None or (value is None and rule.get("optional")):
         return value
-    if isinstance(value, (list, tuple)) and rule["kind"] == "count":
+    if isinstance(value, (list, tuple)) and value and rule.get("sequence"):
         return type(value)(check_value(name, v, where) for v in value)
     kind, opt = rule["kind"], rule.get("option", name)
     lo, hi = rule.get("min"), rule.get("max")

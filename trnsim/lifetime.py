@@ -10,6 +10,8 @@ with one line, Ray started by trnsim is shut down on every way out.
 - ``on_exit(fn)`` registers a clean-up for normal exit, errors and those signals alike.
 
 - ``time_limit(seconds, what)`` bounds a run (``trnsim kernel --timeout``).
+- ``start_reaper()`` starts a watcher that ends this process's helper tree (a local Ray cluster's
+  agents) when this process dies, SIGKILL included.
 
 Imports nothing above ``errors``.
 """
@@ -159,6 +161,84 @@ def on_exit(fn: Callable[[], None]) -> Callable[[], None]:
     if fn not in _CLEANUPS:
         _CLEANUPS.append(fn)
     return fn
+
+
+# ------------------------------------------------------------------ a reaper for helper process trees
+def _children_map() -> dict:
+    """{parent pid: [(child pid, start time)]} of every process (Linux /proc)."""
+    out: dict = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        out.setdefault(int(fields[1]), []).append((int(name), fields[19]))
+    return out
+
+
+def _descendants(root: int, children: dict) -> set:
+    seen, todo = set(), [root]
+    while todo:
+        for pid, start in children.get(todo.pop(), ()):
+            if (pid, start) not in seen:
+                seen.add((pid, start))
+                todo.append(pid)
+    return seen
+
+
+def _reap(parent: int, interval_s: float = _WATCH_S) -> None:
+    """The reaper's loop: remember ``parent``'s process tree; when ``parent`` is gone (its pipe on our
+    stdin closes), end every process of that tree still running (Ray's agents outlive a killed driver)."""
+    import select
+    me = os.getpid()
+    known: set = set()
+    while True:
+        known |= {p for p in _descendants(parent, _children_map()) if p[0] != me}
+        ready, _, _ = select.select([sys.stdin], [], [], interval_s)
+        if ready and not os.read(sys.stdin.fileno(), 4096):
+            break
+    current = {}
+    for pid, start in known:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[19] == start:   # the same process, not a reused pid
+                    current[pid] = start
+        except (OSError, IndexError):
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in list(current):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                current.pop(pid, None)
+        if not current:
+            break
+        import time
+        time.sleep(2.0)
+
+
+_REAPER = []
+
+
+def start_reaper() -> None:
+    """Start (once) a watcher process that ends this process's helper tree (Ray's local cluster) when
+    this process dies, even by SIGKILL; Linux only (it reads /proc)."""
+    if _REAPER or not os.path.isdir("/proc/self"):
+        return
+    import subprocess
+    code = f"from trnsim.lifetime import _reap; _reap({os.getpid()})"
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    except OSError:  # pragma: no cover - no process to spare: the exit paths still shut Ray down
+        return
+    _REAPER.append(p)
 
 
 def kill_processes(procs) -> None:

@@ -145,6 +145,14 @@ def check_output_path(path: str, option: str, directory: bool = False) -> str:
     return p
 
 
+def check_output_args(args: Any, names=("html", "md", "csv", "out", "trace", "save")) -> None:
+    """Every output option of a parsed command line checked (``check_output_path``) before any work."""
+    for name in names:
+        path = getattr(args, name, None)
+        if isinstance(path, str) and path:
+            check_output_path(path, "--" + name.replace("_", "-"))
+
+
 def load_npz(path: str, option: str = "--inputs") -> Dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file by name; a missing, unreadable or non-npz file is a ConfigError."""
     where = f"{option} {path}"

@@ -302,7 +302,7 @@ def _cli_equivalent(kind, kw):
 
 def test_python_api_refuses_what_the_cli_refuses(capsys):
     from trnsim.errors import TrnsimError
-    tried = []
+    tried, compared = [], []
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
@@ -321,10 +321,11 @@ def test_python_api_refuses_what_the_cli_refuses(capsys):
         argv = _cli_equivalent(kind, kw)
         if argv is None:
             return
+        compared.append(argv)
         rc = main(argv + ["--json"])
         body = json.loads(capsys.readouterr().out, parse_constant=_no_constant)
         assert rc == 2, (argv, body)
         cli = body["error"]
         assert (cli["rule"], cli["message"]) == (api_err.rule, api_err.message), (argv, cli, api_err.as_dict())
     check()
-    assert len(tried) >= min(EXAMPLES, 100)
+    assert len(tried) >= min(EXAMPLES, 100) and len(compared) >= min(EXAMPLES, 100) // 10

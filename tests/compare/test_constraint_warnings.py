@@ -34,3 +34,12 @@ def test_slo_and_capacity_misses():
     assert len(got) == 3 and "400 ms at batch 16" in got[0] and "TPOT 30.0" in got[1] and "8.00" in got[2]
     ok = {"system": "x", "metrics": {"ttft_ms": 50.0, "tpot_ms": 10.0, "capacity_requests_per_s": 12.0}}
     assert misses(w, ok) == []
+
+
+def test_overloaded_serving_is_warned_in_the_table(capsys):
+    argv = ["estimate", "infer", "--model", "llama-3-8b", "--rate", "1000", "--requests", "400"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: overloaded: 1e+03 requests/s offered" in out
+    assert main(["estimate", "infer", "--model", "llama-3-8b", "--rate", "1", "--requests", "100"]) == 0
+    assert "WARNING" not in capsys.readouterr().out

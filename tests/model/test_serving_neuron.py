@@ -156,7 +156,7 @@ def test_cli_serving_flags(capsys):
     rc = main(["estimate", "infer", "--model", "llama-3.1-8b", "--tp", "8", "--lnc", "2", "--rate", "50",
                "--max-batch", "4", "--requests", "20"])
     out = capsys.readouterr().out
-    assert rc == 0 and "verdict: overloaded" in out
+    assert rc == 0 and "WARNING: overloaded" in out
 
 
 def test_unfused_decode_loads_selected_experts_one_by_one():

@@ -62,6 +62,8 @@ def run(args) -> int:
     from .. import api
     from ..compare import parse_delays, parse_systems
     from ..compare.options import make_prices
+    from ..validate import check_output_args
+    check_output_args(args)   # a bad output path fails before the comparison, not after it
     systems = [r.key for r in parse_systems(args.systems, args.task)]
     with Progress(not args.json, len(systems)) as bar:
         c = api.compare(args.model, systems, args.task, make_prices(args.price_kind, args.price, args.prices),

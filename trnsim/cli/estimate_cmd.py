@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .. import api
-from .output import Spinner, console, print_json, table
+from .output import Spinner, console, print_json, print_warnings, table
 
 
 def register(subparsers) -> None:
@@ -189,7 +189,10 @@ def cmd_infer(args) -> int:
                          ("ITL (ms)", f"{s.itl_ms_p50:.2f}", "", "")]))
         out.print(f"throughput {s.output_tokens_per_s:,.1f} output tokens/s, {s.requests_per_s:.2f} requests/s, "
                   f"mean batch {s.mean_batch:.1f}; sustainable about {s.sustainable_rate_per_s:.3g} requests/s")
-        out.print(("[bold red]" if s.overloaded else "") + f"verdict: {s.verdict}" + ("[/]" if s.overloaded else ""))
+        if s.overloaded:   # the result misses its own constraint: said in the table, not only in --json
+            print_warnings(out, [s.verdict])
+        else:
+            out.print(f"verdict: {s.verdict}")
     _footer(out, e)
     return 0
 

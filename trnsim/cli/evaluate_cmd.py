@@ -66,6 +66,8 @@ def run(args) -> int:
         raise ConfigError(f"--example evaluates the built-in model, so {args.model} would be ignored",
                           rule="evaluate-model", value=args.model, limit="FILE.py:CLASS or --example, not both",
                           hint=f"trnsim evaluate {args.model}  (or trnsim evaluate --example)")
+    from ..validate import check_output_args
+    check_output_args(args)   # a bad output path fails before the evaluation, not after it
     eng = _engineering(args)
     prices = make_prices(args.price_kind, args.price, args.prices)
     if args.example:

@@ -58,6 +58,14 @@ def _default(o: Any):
     return str(o)
 
 
+def print_warnings(out: Console, lines: Iterable[Optional[str]]) -> None:
+    """Each non-empty line as a bold yellow WARNING on ``out`` (tables and summaries, not only --json)."""
+    from rich.markup import escape
+    for line in lines:
+        if line:
+            out.print(f"[bold yellow]WARNING:[/] {escape(line)}")
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A titled rich table of ``rows`` (cells turned into text)."""
     t = Table(title=title, title_justify="left")

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, List, Optional, Sequence
 
-from ..lifetime import die_with_parent, install_signal_handlers, kill_processes, on_exit
+from ..lifetime import die_with_parent, install_signal_handlers, kill_processes, on_exit, start_reaper
 from .errors import PlanError
 from .evaluate import Evaluated, Job, evaluate_batch
 from .rules import Config
@@ -134,6 +134,7 @@ def ray_init(workers: int):
                   configure_logging=False)
         if address is None:
             kw["num_cpus"] = workers
+            start_reaper()   # the local Ray's agents end with this process, even when it is killed
         else:
             _check_reachable(address)
         try:
