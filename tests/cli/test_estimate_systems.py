@@ -80,4 +80,4 @@ def test_the_table_reads_the_systems_of_a_hardware_file(capsys):
     rc = main(["estimate", "infer", "--model", "llama-3.1-70b", "--instance", "trn4-proj-ultraserver", "--tp", "64",
                "--hardware", hw])
     out = capsys.readouterr().out
-    assert rc == 0 and "trn4-proj-ultraserver" in out and "Memory per NeuronCore" in out
+    assert rc == 0 and "trn4-proj-ultraserver" in out and "memory per NeuronCore" in out
