@@ -178,8 +178,9 @@ class TrainiumSystem:
 
     def calibration(self, how: str, training: bool, efficiency: Optional[Mapping[str, float]] = None
                     ) -> Calibration:
-        """The generation's factors for op costs obtained ``how`` (data/calibration.toml)."""
-        return calibration_for(self.target, how, efficiency)
+        """The generation's factors for op costs obtained ``how`` (data/calibration.toml; inference takes the
+        generation's serving-fitted section where it has one)."""
+        return calibration_for(self.target, how, efficiency, serving=not training)
 
     def collectives(self, hardware_file: Optional[str] = None, simulate: bool = False) -> CommModel:
         """trnsim.fabric with its runtime constants: what ``trnsim collective`` prints."""
