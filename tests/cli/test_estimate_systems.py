@@ -71,3 +71,13 @@ def test_infer_serving_options_on_gpus(capsys):
     rc, d = _json(capsys, ["estimate", "infer", "--model", "deepseek-v3", "--instance", "p5en.48xlarge", "--tp", "8",
                            "--attention-dp", "8", "--ep", "8", "--precision", "fp8", "--batch", "64", "--json"])
     assert rc == 0 and d["parallel"]["attention_dp"] == 8
+
+
+def test_the_table_reads_the_systems_of_a_hardware_file(capsys):
+    import os
+    import trnsim
+    hw = os.path.join(os.path.dirname(trnsim.__file__), "hardware", "examples", "trn4-projection.toml")
+    rc = main(["estimate", "infer", "--model", "llama-3.1-70b", "--instance", "trn4-proj-ultraserver", "--tp", "64",
+               "--hardware", hw])
+    out = capsys.readouterr().out
+    assert rc == 0 and "trn4-proj-ultraserver" in out and "memory per NeuronCore" in out

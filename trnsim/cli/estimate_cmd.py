@@ -73,10 +73,10 @@ def _band(x: float) -> str:
     return f"±{x:.0%}"
 
 
-def _rank(e) -> str:
+def _rank(e, hardware_file=None) -> str:
     """What one rank of the estimate's system is: NeuronCore or GPU."""
     from ..model.system import make_system
-    return make_system(e.instance, e.nodes, e.lnc if e.lnc > 1 else None).rank_name
+    return make_system(e.instance, e.nodes, e.lnc if e.lnc > 1 else None, hardware_file).rank_name
 
 
 def _kinds_table(title: str, rows) -> object:
@@ -108,7 +108,7 @@ def cmd_train(args) -> int:
     out = console()
     b = e.error_band["step_time_s"]
     p = e.parallel
-    rank = _rank(e)
+    rank = _rank(e, args.hardware)
     units = f"LNC={e.lnc}, {e.cores} cores" if rank == "NeuronCore" else f"{e.cores} GPUs"
     out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} ({units}; tp={p['tp']} "
                     f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''})",
@@ -127,7 +127,7 @@ def cmd_train(args) -> int:
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
     if e.collectives:
         out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
-    out.print(table(f"Memory per {_rank(e)} (GiB)", ["part", "GiB"],
+    out.print(table(f"Memory per {rank} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
     return 0
@@ -158,7 +158,7 @@ def cmd_infer(args) -> int:
         return 0
     out = console()
     eb = e.error_band
-    rank = _rank(e)
+    rank = _rank(e, args.hardware)
     lnc = f"LNC={e.lnc}; " if rank == "NeuronCore" else ""
     out.print(table(f"Inference {e.model} on {e.instance} ({lnc}tp={e.parallel['tp']} pp={e.parallel['pp']}"
                     f" ep={e.parallel['ep']}; batch {e.batch}, {e.input_len} in / {e.output_len} out, {e.precision})",
