@@ -137,9 +137,8 @@ def _infer(args, inst: str):
     """The inference estimate the command line asks for."""
     return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
                                   sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
-                                  output_len=args.output,
-                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
-                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  output_len=args.output, precision=args.precision, sparsity=args.sparsity,
+                                  costs=args.costs, comm=args.comm, hardware_file=args.hardware, rate=args.rate,
                                   input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
                                   max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
                                   framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas,
