@@ -233,8 +233,8 @@ def add_serving_flags(p) -> None:
                    "(default: the data file's figure for the kind)")
     g.add_argument("--draft-model", default="", help="--spec draft: the draft model (zoo name or config.json)")
     g.add_argument("--standalone-collectives", action="store_true",
-                   help="charge collectives as standalone runtime calls (what `trnsim collective` prints) instead "
-                   "of in-graph collectives of compiled Neuron graphs")
+                   help="charge collectives as standalone runtime calls (trnsim collective --standalone) instead "
+                   "of the in-graph calls of compiled Neuron graphs")
     g.add_argument("--moe-dispatch", choices=("all-gather", "all-to-all"), default="",
                    help="how MoE tokens reach their experts (default: the data file's framework choice)")
 
