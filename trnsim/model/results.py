@@ -6,6 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 
+def _html_figures(title: str, rows) -> str:
+    """A small HTML table of (figure, value) rows: what a notebook shows for an estimate."""
+    import html
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table><caption>{html.escape(title)}</caption><tbody>{body}</tbody></table>"
+
+
 def _plain(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return v.to_dict() if hasattr(v, "to_dict") else dataclasses.asdict(v)
@@ -49,6 +56,14 @@ class TrainingEstimate:
     # per collective kind over the step: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
+    def _repr_html_(self) -> str:
+        p = self.parallel
+        return _html_figures(f"training {self.model} on {self.nodes} x {self.instance} (tp={p.get('tp')} "
+                             f"pp={p.get('pp')} dp={p.get('dp')})",
+                             [("step time", f"{self.step_time_s:.4g} s"), ("tokens/s", f"{self.tokens_per_s:,.0f}"),
+                              ("MFU", f"{self.mfu:.1%}"), ("memory per rank", f"{self.memory_per_core_gib:.2f} GiB")]
+                             + [(k, f"{v:.4g} s") for k, v in self.breakdown.items()])
+
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -69,6 +84,16 @@ class ServingEstimate:
     ttft_ms_p90: float
     ttft_ms_p99: float
     mean_batch: float
+    mode: str = "open"                  # "open" (Poisson rate), "closed" (N users), "offline" (all at once)
+    concurrency: int = 0
+    tpot_ms_p50: float = 0.0            # per request: (last token - first token) / (output - 1)
+    tpot_ms_p99: float = 0.0
+    itl_ms_p50: float = 0.0             # time between streamed chunks (one target step; > TPOT with speculation)
+    sustainable_rate_per_s: float = 0.0  # requests/s the replica sustains at full batch
+    overloaded: bool = False
+    verdict: str = ""
+    scenario: str = ""                  # MLPerf-style "offline" / "server" when asked for
+    scenario_limits: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""
@@ -102,8 +127,17 @@ class InferenceEstimate:
     sim_seconds: float
     serving: Optional[ServingEstimate] = None
     notes: Tuple[str, ...] = field(default_factory=tuple)
+    framework: Optional[Mapping[str, Any]] = None   # the serving framework's figures and the KV-cache format
     # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        return _html_figures(f"inference {self.model} on {self.instance} (tp={self.parallel.get('tp')}, batch "
+                             f"{self.batch}, {self.input_len} in / {self.output_len} out)",
+                             [("TTFT", f"{self.ttft_ms:.4g} ms"), ("TPOT", f"{self.tpot_ms:.4g} ms"),
+                              ("output tokens/s", f"{self.output_tokens_per_s:,.1f}"),
+                              ("memory per rank", f"{self.memory_per_core_gib:.2f} GiB")]
+                             + [(k, f"{v:.4g}") for k, v in self.breakdown.items()])
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""

@@ -4,8 +4,7 @@ under the backward pass, and the AdamW step."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, Mapping, Optional, Union
 
 from ..checks import check_params
 from .config import ModelConfig
@@ -13,7 +12,7 @@ from .context import Context, add_collective, make_context
 from .datafiles import figure
 from .memory import GIB, expert_params_per_core, fit_error, params_per_core, training_memory
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
+from .parallel import Parallel, check_batch, group_ranks, resolve
 from .system import SystemModel
 from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
@@ -81,37 +80,6 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
     return out
 
 
-def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq: int, recompute: str,
-             hbm: float, overrides: Optional[Mapping] = None) -> List[str]:
-    """Layouts near ``par`` that fit, fewest changes first: ZeRO-1, larger TP or PP, full recompute."""
-    def doubles(x: int, per: int) -> List[int]:
-        out, v = [x], x * 2
-        while v * per <= system.cores:
-            out.append(v)
-            v *= 2
-        return out
-    found = []
-    for zero in sorted({par.zero, 1} if par.dp > 1 or par.zero else {par.zero}):
-        for tp in doubles(par.tp, par.pp * par.cp):
-            for pp in doubles(par.pp, tp * par.cp):
-                for rc in sorted({recompute, "full"}, key=lambda r: r != recompute):
-                    cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
-                    try:
-                        cand = resolve(cand, cfg, system)
-                    except ParallelError:
-                        continue
-                    if zero and cand.dp == 1:
-                        continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides).fits:
-                        continue
-                    flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
-                                             ("--zero 1", zero != par.zero), ("--recompute full", rc != recompute))
-                             if on]
-                    found.append((len(flags), tp * pp, " ".join(flags)))
-    found.sort()
-    return [f for _, _, f in found[:2]]
-
-
 def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge", nodes: int = 1,
                       tp: int = 1, pp: int = 1, dp: Optional[int] = None, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: bool = False, zero: int = 0, lnc: Optional[int] = None, seq: int = 2048,
@@ -135,8 +103,8 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     hbm = float(system.hbm_bytes_per_core)
     mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides)
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system, micro_batch, seq, recompute, hbm, overrides),
-                        f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
+        # the layouts that fit instead come from the planner a layer up (trnsim.api adds them)
+        raise fit_error(mem, [], f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
                         f"zero={par.zero}", system.rank_name)
 
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))

@@ -2,32 +2,24 @@
 overridable per call; ``grids()`` turns it into concrete value lists for one model on one system."""
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-try:  # Python 3.11+
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml  # type: ignore
-
+from ..hardware.figures import lookup, read_package_toml
 from .errors import PlanError
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "space.toml")
 RECOMPUTE = ("none", "selective", "full")
 
 
-@functools.lru_cache(maxsize=1)
 def _raw() -> dict:
-    with open(DATA, "rb") as f:
-        return _toml.load(f)
+    return read_package_toml(DATA)
 
 
 def figure(section: str, key: str) -> Any:
     """A value of the space file (``section.key``), without its source."""
-    node = _raw()[section][key]
-    return node["value"] if isinstance(node, Mapping) and "value" in node else node
+    return lookup(_raw(), f"{section}.{key}", "space.toml")
 
 
 @dataclass(frozen=True)
@@ -43,6 +35,7 @@ class SearchSpace:
     micro_batch: Tuple[int, ...] = (1,)
     recompute: Tuple[str, ...] = ("none",)
     lnc: Tuple[int, ...] = ()
+    recompute_first_fit: bool = False
 
     @classmethod
     def default(cls, overrides: Optional[Mapping[str, Any]] = None) -> "SearchSpace":
@@ -66,6 +59,10 @@ class SearchSpace:
 
 def _coerce(name: str, v: Any) -> Any:
     """Check one dimension's value: caps are non-negative ints, grids non-empty lists of valid values."""
+    if name == "recompute_first_fit":
+        if isinstance(v, str):
+            return v.lower() in ("1", "true", "on", "yes")
+        return bool(v[0] if isinstance(v, (list, tuple)) and v else v)
     if name.endswith("_max"):
         if isinstance(v, (list, tuple)) or not isinstance(v, int) or v < 0:
             raise PlanError(f"search-space cap {name} must be a non-negative integer", rule="plan-space",
@@ -141,10 +138,10 @@ class Grids:
         return n
 
 
-def grids(space: SearchSpace, cores: int, cores_per_node: int, experts: int) -> Grids:
-    """The grids for a system of ``cores`` logical cores (``cores_per_node`` per instance) and a model
-    with ``experts`` routed experts (0: dense, so EP stays 1)."""
-    tp_cap = space.tp_max or cores_per_node
+def grids(space: SearchSpace, cores: int, fast_domain: int, experts: int) -> Grids:
+    """The grids for a system of ``cores`` ranks (``fast_domain`` of them joined by the fastest fabric: a
+    Trainium instance, an NVLink domain) and a model with ``experts`` routed experts (0: dense, EP stays 1)."""
+    tp_cap = space.tp_max or fast_domain
     # EP degrees that divide both the cores and the experts: the others could never place the experts
     ep = tuple(d for d in divisors(cores, space.ep_max or cores) if experts % d == 0) if experts else (1,)
     return Grids(tp=divisors(cores, tp_cap), pp=divisors(cores, space.pp_max or cores), vp=space.vp,
