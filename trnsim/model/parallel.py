@@ -81,7 +81,7 @@ class Parallel:
     ep: int = 1
     vp: int = 1             # virtual pipeline stages per rank (interleaved 1F1B)
     sp: bool = False        # sequence parallel (needs tp > 1)
-    zero: int = 0           # 0 or 1 (ZeRO-1: optimizer states sharded over DP)
+    zero: int = 0           # ZeRO stage 0-3 (1: optimizer states, 2: + gradients, 3: + weights sharded)
 
     @property
     def model_parallel(self) -> int:
@@ -102,8 +102,8 @@ def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
             _bad(f"--{k} must be at least 1", f"parallel-{k}", ">= 1", getattr(par, k))
-    if par.zero not in (0, 1):
-        _bad("--zero must be 0 or 1 (ZeRO-1)", "parallel-zero", (0, 1), par.zero)
+    if par.zero not in (0, 1, 2, 3):
+        _bad("--zero must be 0, 1, 2 or 3 (ZeRO stage)", "parallel-zero", (0, 1, 2, 3), par.zero)
     total = system.cores if ranks is None else ranks
     if total % par.model_parallel:
         _bad(f"tp x pp x cp = {par.model_parallel} does not divide the {total} logical NeuronCores",
@@ -119,9 +119,9 @@ def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int
     if not cfg.is_mla and cfg.n_kv % par.tp and par.tp % cfg.n_kv:
         _bad(f"tp={par.tp} and the {cfg.n_kv} KV heads of {cfg.name} must divide one another",
              "parallel-tp-kv-heads", f"a divisor or multiple of {cfg.n_kv}", par.tp)
-    if cfg.layers % (par.pp * par.vp):
-        _bad(f"pp x vp = {par.pp * par.vp} does not divide the {cfg.layers} layers of {cfg.name}",
-             "parallel-pp-layers", f"a divisor of {cfg.layers}", par.pp * par.vp)
+    if par.pp * par.vp > cfg.layers:   # an uneven split is allowed: the heaviest stage takes the extra layers
+        _bad(f"pp x vp = {par.pp * par.vp} exceeds the {cfg.layers} layers of {cfg.name}",
+             "parallel-pp-layers", f"at most {cfg.layers}", par.pp * par.vp)
     if par.ep > 1:
         if not cfg.is_moe:
             _bad(f"expert parallelism needs an MoE model; {cfg.name} is dense", "parallel-ep", 1, par.ep)

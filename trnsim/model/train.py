@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
-from .memory import GIB, expert_params_per_core, fit_error, params_per_core, training_memory
+from .frameworks import check_zero, defaults_note, get_framework
+from .lora import make_lora
+from .memory import (GIB, adapter_params_per_core, expert_params_per_core, fit_error, params_per_core, shard_degree,
+                     training_memory)
 from .ops import OpCosts
 from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
 from .results import TrainingEstimate
@@ -53,25 +56,36 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
     return out
 
 
-def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, window: float, f) -> Dict:
-    """DP gradient reduction per step: dense parameters over all dp ranks, routed experts over the dp / ep
-    ranks holding the same experts. The reduce (all-reduce, or ZeRO-1's reduce-scatter) hides under
-    ``window`` seconds of the last backward pass; ZeRO-1's parameter all-gather after the step does not."""
+def _shard_ranks(par: Parallel, over_cp: bool) -> List[int]:
+    """Ranks holding the same dense weights: the dp group, with its cp ranks when they share the sharding."""
+    dp = group_ranks(par, "dp")
+    if par.cp == 1 or not over_cp:
+        return dp
+    return sorted(r + c for r in dp for c in group_ranks(par, "cp"))
+
+
+def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, window: float, f,
+                  over_cp: bool = False, grad_bytes: Optional[float] = None) -> Dict:
+    """DP gradient reduction per step: dense parameters over all dp (x cp) ranks, routed experts over the
+    dp / ep ranks holding the same experts. The reduce (all-reduce, or ZeRO's reduce-scatter) hides under
+    ``window`` seconds of the last backward pass; ZeRO-1/2's parameter all-gather after the step does not
+    (ZeRO-3 gathers weights before each use instead, costed in ``_zero3_gathers``)."""
     out: Dict[str, Dict] = {}
     stride = par.tp * par.cp * par.pp
-    groups = (("dp", p_dense, group_ranks(par, "dp")),
+    groups = (("dp", p_dense, _shard_ranks(par, over_cp)),
               ("edp", p_expert, [i * stride * par.ep for i in range(max(1, par.dp // par.ep))]))
+    gb = f("training.grad_bytes") if grad_bytes is None else grad_bytes
     for name, params, ranks in groups:
         if params <= 0 or len(ranks) <= 1:
             continue
-        grads = params * f("training.grad_bytes")
+        grads = params * gb
         op = "reduce-scatter" if par.zero else "all-reduce"
         t = ctx.comm_s(op, grads, ranks)
         hidden = min(t, window)
         window -= hidden
         out[f"{name}.{op}"] = dict(op=op, bytes=grads, count=1, seconds=t, exposed=t - hidden, overlapped=hidden,
                                    group=name)
-        if par.zero:
+        if par.zero in (1, 2):
             size = params * f("training.weight_bytes")
             ag = ctx.comm_s("all-gather", size, ranks)
             out[f"{name}.all-gather"] = dict(op="all-gather", bytes=size, count=1, seconds=ag, exposed=ag,
@@ -79,20 +93,37 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
     return out
 
 
+def _zero3_gathers(ctx: Context, par: Parallel, p_dense: float, m: int, window: float, f, over_cp: bool) -> Dict:
+    """ZeRO-3 / FSDP: every micro-batch gathers the stage's weights before its forward and again before its
+    backward, prefetched under ``window`` seconds of compute."""
+    ranks = _shard_ranks(par, over_cp)
+    if par.zero < 3 or len(ranks) <= 1 or p_dense <= 0:
+        return {}
+    size = p_dense * f("training.weight_bytes")
+    t = ctx.comm_s("all-gather", size, ranks) * 2 * m
+    hidden = min(t, window)
+    return {"zero3.all-gather": dict(op="all-gather", bytes=size, count=2 * m, seconds=t, exposed=t - hidden,
+                                     overlapped=hidden, group="dp")}
+
+
 def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int, recompute: str,
-             hbm: float) -> List[str]:
-    """Layouts near ``par`` that fit, fewest changes first: ZeRO-1, larger TP or PP, full recompute."""
+             hbm: float, lora=None, fw=None, overrides: Optional[Mapping] = None) -> List[str]:
+    """Layouts near ``par`` that fit, fewest changes first: a higher ZeRO stage (the framework setting that
+    shards gradients, then weights), larger TP or PP, selective or full recompute."""
     def doubles(x: int, per: int) -> List[int]:
         out, v = [x], x * 2
         while v * per <= sys_cores:
             out.append(v)
             v *= 2
         return out
+    zero_names = {1: "--zero 1 (optimizer states sharded)", 2: "--zero 2 (+ gradients sharded)",
+                  3: "--zero 3 (FSDP: + weights sharded)"}
     found = []
-    for zero in sorted({par.zero, 1} if par.dp > 1 or par.zero else {par.zero}):
+    zeros = sorted({par.zero, 1, 2, 3}) if par.dp > 1 or par.zero else [par.zero]
+    for zero in [z for z in zeros if z >= par.zero]:
         for tp in doubles(par.tp, par.pp * par.cp):
             for pp in doubles(par.pp, tp * par.cp):
-                for rc in sorted({recompute, "full"}, key=lambda r: r != recompute):
+                for rc in sorted({recompute, "selective", "full"}, key=lambda r: (r != recompute, r == "full")):
                     cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
                     try:
                         cand = resolve(cand, cfg, _Cores(sys_cores))
@@ -100,14 +131,14 @@ def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int,
                         continue
                     if zero and cand.dp == 1:
                         continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm).fits:
+                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides, lora, fw).fits:
                         continue
                     flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
-                                             ("--zero 1", zero != par.zero), ("--recompute full", rc != recompute))
-                             if on]
-                    found.append((len(flags), tp * pp, " ".join(flags)))
+                                             (zero_names.get(zero, ""), zero != par.zero),
+                                             (f"--recompute {rc}", rc != recompute)) if on]
+                    found.append((len(flags), tp * pp, zero, " ".join(flags)))   # settings before layouts
     found.sort()
-    return [f for _, _, f in found[:2]]
+    return [f for *_, f in found[:2]]
 
 
 class _Cores:
@@ -116,31 +147,52 @@ class _Cores:
         self.cores = cores
 
 
+def _framework_settings(fw, par: Parallel, sp, zero, recompute):
+    """Fill the settings the user left as None with the framework's defaults; return them and which were
+    chosen by the user (named in the estimate's notes)."""
+    chosen = {"ZeRO": zero is not None, "sp": sp is not None, "recompute": recompute is not None}
+    if zero is None:
+        zero = fw.zero if par.dp > 1 else 0
+    if sp is None:
+        sp = fw.sp and par.tp > 1
+    return check_zero(int(zero)), bool(sp), (recompute or fw.recompute), chosen
+
+
 def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xlarge", nodes: int = 1,
                       tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
-                      sp: bool = False, zero: int = 0, lnc: Optional[int] = None, seq: int = 2048,
-                      global_batch: int = 0, micro_batch: int = 1, recompute: str = "none",
+                      sp: Optional[bool] = None, zero: Optional[int] = None, lnc: Optional[int] = None,
+                      seq: int = 2048, global_batch: int = 0, micro_batch: int = 1, recompute: Optional[str] = None,
                       precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
                       comm=None, hardware_file: Optional[str] = None, overrides: Optional[Mapping] = None,
-                      efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
-                      ) -> TrainingEstimate:
-    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``."""
+                      efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True,
+                      framework: Optional[str] = None, lora_rank: Optional[int] = None,
+                      lora_targets: Union[None, str, Sequence[str]] = None) -> TrainingEstimate:
+    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``,
+    laid out as ``framework`` lays it out (NeuronX Distributed by default: ZeRO-1, sequence parallel,
+    selective recompute, each switchable). ``lora_rank`` > 0: LoRA fine-tuning of a frozen base model."""
     t0 = time.perf_counter()
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
-    par = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
+    fw = get_framework(framework, overrides=overrides)
+    lora = make_lora(lora_rank, lora_targets)
+    base = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=False, zero=0), cfg, system)
+    zero, sp, recompute, chosen = _framework_settings(fw, base, sp, zero, recompute)
+    if sp and seq % (base.tp * base.cp) and not chosen["sp"]:
+        sp = False     # the framework's default does not apply to this sequence length
+    par = resolve(replace(base, sp=sp, zero=zero), cfg, system)
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
     f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
     hbm = float(system.hbm_bytes_per_core)
-    mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides)
+    mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides, lora, fw)
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system.cores, micro_batch, seq, recompute, hbm),
+        raise fit_error(mem, _suggest(cfg, par, system.cores, micro_batch, seq, recompute, hbm, lora, fw,
+                                               overrides),
                         f"training {cfg.name} with tp={par.tp} pp={par.pp} dp={par.dp} zero={par.zero}")
 
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))
     p_local = params_per_core(cfg, par)
-    graph = training_graph(cfg, lay, micro_batch, seq, recompute)
+    graph = training_graph(cfg, lay, micro_batch, seq, recompute, lora, par.vp)
     sec = ctx.costing.seconds
     phase = graph.by_phase(sec)
     fwd, bwd = phase.get("forward", 0.0), phase.get("backward", 0.0)
@@ -152,12 +204,18 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     bubble = (par.pp - 1) / par.vp * per_mb
 
     p_expert = expert_params_per_core(cfg, par)
-    dp_comm = _dp_reduction(ctx, par, p_local - p_expert, p_expert, f("training.dp_overlap_fraction") * bwd, f)
+    p_train, e_train = (adapter_params_per_core(cfg, par, lora), 0.0) if lora else (p_local, p_expert)
+    window = f("training.dp_overlap_fraction") * bwd
+    dp_comm = _dp_reduction(ctx, par, p_train - e_train, e_train, window, f, fw.shard_over_cp, fw.grad_bytes)
+    dp_comm.update(_zero3_gathers(ctx, par, p_local - p_expert, m, f("training.dp_overlap_fraction")
+                                  * (fwd + bwd) * m, f, fw.shard_over_cp))
     dp_exposed = sum(c["exposed"] for c in dp_comm.values())
-    edp = max(1, par.dp // par.ep)
-    opt_params = ((p_local - p_expert) / par.dp + p_expert / edp) if par.zero else p_local
+    d = shard_degree(par, fw.shard_over_cp)
+    edp = max(1, d // par.ep)
+    opt_params = ((p_train - e_train) / d + e_train / edp) if par.zero else p_train
     opt = optimizer_graph(opt_params, f("training.optimizer_hbm_bytes_per_param")).time(sec)
-    step = pipeline + bubble + dp_exposed + opt
+    fixed = fw.step_cost_s(system.target)
+    step = pipeline + bubble + dp_exposed + opt + fixed
 
     for c in colls.values():   # TP/SP/CP/EP/PP collectives sit on the critical path, once per micro-batch
         c.update(seconds=c["seconds"] * m, exposed=c["seconds"] * m, overlapped=0.0)
@@ -168,15 +226,24 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     peak = _stated_peak_per_core(ctx)
     mfu = model_flops / (step * system.cores * peak)
     breakdown = {"forward": fwd * m, "backward": bwd * m, "recompute": rec * m, "embedding_and_head": head * m,
-                 "optimizer": opt, "pipeline_bubble": bubble,
+                 "optimizer": opt, "pipeline_bubble": bubble, "fixed_step": fixed,
                  "comm_exposed": sum(c["exposed"] for c in comm_all.values()),
                  "comm_overlapped": sum(c["overlapped"] for c in comm_all.values())}
     band = ctx.calib.band("train")
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
+    notes.append(defaults_note(fw, par.zero, par.sp, recompute, chosen))
+    if fixed:
+        notes.append(f"fixed per-step cost {fixed:.2f} s ({fw.label} on {system.target}; frameworks.toml)")
+    if lora:
+        notes.append(f"LoRA r={lora.rank} on {','.join(lora.targets)}: base weights frozen, "
+                     f"{p_train * par.tp * par.pp:,.0f} trainable parameters per replica; MFU counts 6 x all "
+                     "parameters as for full training")
     notes.append(f"collectives timed by {ctx.comm_name}")
+    par_d = par.to_dict()
+    par_d.update(framework=fw.name, lora=lora.to_dict() if lora else None)
     return TrainingEstimate(
         model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=system.cores,
-        parallel=par.to_dict(), precision=ctx.prec.name, seq=seq, global_batch=global_batch,
+        parallel=par_d, precision=ctx.prec.name, seq=seq, global_batch=global_batch,
         micro_batch=micro_batch, micro_batches=m, recompute=recompute, step_time_s=step,
         seq_per_s=global_batch / step, tokens_per_s=tokens / step, mfu=mfu,
         hfu=hw_flops / (step * system.cores * peak), model_flops_per_step=model_flops,

@@ -1,0 +1,120 @@
+"""LoRA fine-tuning, framework memory layouts, uneven pipeline stages and fixed step costs, checked by hand."""
+import pytest
+
+from trnsim.model import estimate_training, load_model
+from trnsim.model.frameworks import FrameworkError, get_framework
+from trnsim.model.lora import LoraError, adapter_params_total, make_lora
+from trnsim.model.memory import MemoryFitError, params_per_core, training_memory
+from trnsim.model.parallel import Parallel
+from trnsim.model.transformer import Layout, layer_counts, training_graph
+
+
+def test_lora_trainable_params_match_peft_count():
+    # Llama-3-8B, r=16 on q,k,v,o: per layer q 16*(4096+4096), k and v 16*(4096+1024), o 16*(4096+4096)
+    cfg = load_model("llama-3.1-8b")
+    per_layer = 16 * (4096 + 4096) * 2 + 16 * (4096 + 1024) * 2
+    assert adapter_params_total(cfg, make_lora(16, "q,k,v,o")) == 32 * per_layer == 13_631_488
+    # all seven projections: + gate, up (4096 -> 14336) and down (14336 -> 4096)
+    mlp = 3 * 16 * (4096 + 14336)
+    assert adapter_params_total(cfg, make_lora(16, "q,k,v,o,gate,up,down")) == 32 * (per_layer + mlp)
+
+
+@pytest.mark.parametrize("rank,targets", [(0, "q"), (-4, None), (8, "q,x"), (8, "")])
+def test_bad_lora_settings_name_the_rule(rank, targets):
+    with pytest.raises(LoraError) as e:
+        make_lora(rank, targets)
+    assert e.value.rule == "lora" and e.value.limit is not None
+
+
+def test_frozen_base_has_dgrad_only_and_adapters_train():
+    cfg = load_model("llama-3.1-8b")
+    lay = Layout(tp=1)
+    full = training_graph(cfg, lay, 1, 1024, "none")
+    lora = training_graph(cfg, lay, 1, 1024, "none", make_lora(8, "q"))
+    fwd_mm_full = full.flops("forward", "matmul")
+    # full training: backward matmul FLOPs = 2 x forward (dgrad + wgrad); frozen base: 1 x, plus the adapters' 2 x
+    assert full.flops("backward", "matmul") == pytest.approx(2 * fwd_mm_full)
+    adapter_fwd = 32 * (2 * 1024 * 4096 * 8 + 2 * 1024 * 8 * 4096)        # x A then (x A) B, 32 layers
+    assert lora.flops("forward", "matmul") == pytest.approx(fwd_mm_full + adapter_fwd)
+    assert lora.flops("backward", "matmul") == pytest.approx(fwd_mm_full + 2 * adapter_fwd)
+    assert not list(lora.select("head", "embedding"))[1:]                 # a frozen embedding has no backward
+
+
+def test_lora_memory_keeps_activations_drops_base_gradients_and_optimizer():
+    cfg = load_model("llama-3.1-8b")
+    par = Parallel(tp=4, dp=1)
+    lora = make_lora(16, "q,k,v,o")
+    full = training_memory(cfg, par, 1, 2048, "selective", 24 * 2**30)
+    ft = training_memory(cfg, par, 1, 2048, "selective", 24 * 2**30, lora=lora)
+    # adapters per TP rank: column-parallel q,k,v split B; row-parallel o splits A
+    per_layer = 16 * 4096 + 16 * 4096 / 4 + 2 * (16 * 4096 + 16 * 1024 / 4) + 16 * 4096 / 4 + 16 * 4096
+    adapters = 32 * per_layer
+    assert ft.gradients == pytest.approx(adapters * 4)                    # fp32 gradients of the adapters only
+    assert ft.optimizer == pytest.approx(adapters * (4 + 8))              # fp32 master + two moments
+    assert ft.activations == full.activations
+    assert ft.weights == pytest.approx(full.weights + adapters * 2)
+
+
+def test_megatron_distributed_optimizer_shards_over_dp_times_cp():
+    cfg = load_model("llama-3.1-70b")
+    fw = get_framework("megatron")
+    par = Parallel(tp=4, pp=4, cp=2, dp=4, vp=5, sp=True, zero=1)
+    m = training_memory(cfg, par, 1, 8192, "selective", 80 * 2**30, framework=fw)
+    p = params_per_core(cfg, par)
+    assert m.weights == pytest.approx(2 * p)
+    assert m.gradients == pytest.approx(2 * p + 4 * p / 8)               # bf16 buffer + fp32 main-grad shard
+    assert m.optimizer == pytest.approx(12 * p / 8)                      # dp x cp = 8 ranks share the states
+    assert m.reserved == fw.reserve_bytes
+
+
+def test_zero_stages_shard_gradients_then_weights():
+    cfg = load_model("llama-3.1-8b")
+    fw = get_framework("fsdp")
+    p = params_per_core(cfg, Parallel(dp=8))
+    mem = {z: training_memory(cfg, Parallel(dp=8, zero=z), 1, 4096, "full", 80 * 2**30, framework=fw)
+           for z in (1, 2, 3)}
+    assert mem[1].gradients == pytest.approx(4 * p) and mem[2].gradients == pytest.approx(4 * p / 8)
+    assert mem[1].optimizer == mem[3].optimizer == pytest.approx(12 * p / 8)
+    one_layer = (p - 0) / 32
+    assert mem[3].weights == pytest.approx(2 * p / 8 + 2 * 2 * one_layer)  # shard + two gathered layers
+
+
+def test_uneven_pipeline_stages():
+    cfg = load_model("llama-3.1-405b")                                    # 126 layers
+    assert layer_counts(cfg, 8, 8) == (16.0, 0.0)                        # ceil(126 / 64) = 2 per chunk, 8 chunks
+    assert layer_counts(cfg, 2, 1) == (63.0, 0.0)
+    ds = load_model("deepseek-v3")                                       # 61 layers, 58 MoE
+    dense, moe = layer_counts(ds, 16, 1)
+    assert dense + moe == 4 and moe == 4
+
+
+def test_trainium_defaults_are_named_and_switchable():
+    e = estimate_training("llama-2-7b", "trn1.32xlarge", tp=8, seq=4096, global_batch=32)
+    assert e.parallel["zero"] == 1 and e.parallel["sp"] and e.recompute == "selective"
+    note = next(n for n in e.notes if n.startswith("NeuronX Distributed"))
+    assert "ZeRO-1 (default; --zero)" in note and "sequence parallel (default" in note
+    off = estimate_training("llama-2-7b", "trn1.32xlarge", tp=8, seq=4096, global_batch=32, zero=0, sp=False,
+                            recompute="none", check_memory=False)
+    assert off.parallel["zero"] == 0 and not off.parallel["sp"] and off.recompute == "none"
+    assert "dp.all-reduce" in off.comm and "dp.reduce-scatter" in e.comm
+
+
+def test_fixed_step_cost_in_breakdown_and_overridable():
+    kw = dict(tp=8, seq=2048, global_batch=32)
+    base = estimate_training("llama-2-7b", "trn1.32xlarge", **kw)
+    more = estimate_training("llama-2-7b", "trn1.32xlarge", overrides={"nxd.fixed_step_s.trn1": 0.5}, **kw)
+    assert more.breakdown["fixed_step"] == 0.5
+    assert more.step_time_s == pytest.approx(base.step_time_s + 0.5 - base.breakdown["fixed_step"])
+
+
+def test_refusal_names_the_framework_setting():
+    with pytest.raises(MemoryFitError) as e:
+        estimate_training("llama-2-7b", "trn1.32xlarge", tp=8, seq=4096, global_batch=32, zero=0, sp=False,
+                          recompute="none")
+    # 7B on tp=8 x dp=4: fp32 master + moments unsharded = 12 B x 0.84 B params per core do not fit 16 GiB
+    assert "try --zero 1 (optimizer states sharded)" in str(e.value)
+
+
+def test_unknown_framework():
+    with pytest.raises(FrameworkError):
+        get_framework("caffe")
