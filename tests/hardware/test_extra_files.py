@@ -45,6 +45,10 @@ def _changed(v):
         return str(v - 1 if v > 1 else v + 1)
     if isinstance(v, float):
         return repr(min(v * 2, 1.0) if 0 < v < 1 else (v * 0.5 if v >= 1 else v + 0.5))
+    if isinstance(v, list):
+        return "[" + ", ".join(_changed(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_changed(x)}" for k, x in v.items()) + " }"
     return '"something-else"'
 
 
@@ -71,6 +75,9 @@ def _fabric_value(cfg, path):
     keys = path.split(".")
     if keys[0] == "runtime":
         return getattr(cfg.runtime(keys[1]), keys[2])
+    if keys[0] == "nccl":  # GPU generations: checked into cfg.nccl_runtimes, kept as read in cfg.nccl
+        assert keys[1] in cfg.nccl_runtimes
+        return cfg.nccl[keys[1]][keys[2]]
     return getattr(cfg, keys[-1])
 
 

@@ -14,7 +14,7 @@ def register(sub) -> None:
     p.add_argument("op", metavar="OP", help="all-reduce | all-gather | reduce-scatter | all-to-all | "
                    "send-recv | broadcast")
     p.add_argument("--system", default="trn2.48xlarge", help="instance, UltraServer or chip "
-                   "(trnsim hw list); default trn2.48xlarge")
+                   "or GPU system such as p5.48xlarge (trnsim hw list); default trn2.48xlarge")
     p.add_argument("--size", default="1GiB", help="buffer size as nccl-tests counts it: bytes or "
                    "KiB/MiB/GiB (default 1GiB)")
     p.add_argument("--sweep", metavar="MIN:MAX[:F]", help="sizes MIN..MAX by factor F (default 2), "
@@ -66,10 +66,13 @@ def run(args) -> int:
 
 
 def _print(args, runs, ratio, elem: int) -> None:
+    from ..fabric.gpu import gpu_system_key
     con = console()
     for s, rs in runs.items():
         r0 = rs[0]
-        title = (f"{r0.op} on {r0.instances} x {s}: {r0.ranks} ranks on {r0.chips} chips (LNC={r0.lnc})"
+        where = (f"{r0.ranks} GPUs" if gpu_system_key(s, args.hardware) is not None
+                 else f"{r0.ranks} ranks on {r0.chips} chips (LNC={r0.lnc})")
+        title = (f"{r0.op} on {r0.instances} x {s}: {where}"
                  + (" [simulated hierarchically]" if any(r.folded for r in rs) else ""))
         rows = [(f"{r.size_bytes:.0f}", f"{r.size_bytes / elem:.0f}", args.dtype, f"{r.time_us:.2f}",
                  f"{r.algbw_gbps:.3f}", f"{r.busbw_gbps:.3f}", r.algorithm,

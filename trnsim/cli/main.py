@@ -15,7 +15,7 @@ from ..errors import TrnsimError
 
 # subcommand modules, in the order they appear in --help
 SUBCOMMANDS = ("exec_cmd", "run_cmd", "kernel_cmd", "diff_cmd", "hw_cmd", "check_cmd", "collective_cmd", "estimate_cmd", "models_cmd", "plan_cmd",
-               "compare_cmd", "evaluate_cmd")
+               "compare_cmd", "evaluate_cmd", "claims_cmd")
 
 
 class _UsageError(Exception):

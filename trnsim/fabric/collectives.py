@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from .algorithms import ALGORITHMS, OPS, NotApplicable, WrongOp
 from .config import load_fabric_config
 from .flowsim import simulate
+from .gpu import GpuTopology, build_gpu_topology, gpu_system_key, nccl_candidates
 from .schedule import RankSet
 from .topology import Topology, build_topology
 from .units import parse_size
@@ -93,6 +94,8 @@ def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union
     """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all)."""
     op = canonical_op(op)
     size = parse_size(size_bytes)
+    if gpu_system_key(system, hardware_file) is not None:
+        return _gpu_collective(build_gpu_topology(system, instances, hardware_file), op, size, ranks, algorithm)
     topo = build_topology(system, instances, lnc, hardware_file)
     if isinstance(ranks, (int, np.integer)) and not isinstance(ranks, bool):
         ranks = ranks_for_count(topo, int(ranks))
@@ -174,3 +177,51 @@ def _choose(algorithm: Optional[str], op: str, size: float, cfg) -> Tuple[str, .
                           limit=["auto", "runtime"] + list(ALGORITHMS), value=algorithm,
                           hint=f"did you mean {', '.join(near)}?" if near else None)
     return (name,)
+
+
+def _gpu_collective(topo: GpuTopology, op: str, size: float, ranks, algorithm: Optional[str]) -> CollectiveResult:
+    """A GPU system's collective as NCCL would run it: the fastest (algorithm, protocol) of its cost model, or
+    the fastest of those whose name starts with ``algorithm`` (ring, tree, nvls, ring/LL, ...)."""
+    if ranks is None:
+        group = tuple(range(topo.n_ranks))
+    elif isinstance(ranks, (int, np.integer)) and not isinstance(ranks, bool):
+        group = gpu_ranks_for_count(topo, int(ranks))
+    else:
+        group = tuple(int(r) for r in ranks)
+    n = len(group)
+    if op == "send-recv" and n < 2:
+        raise ConfigError("send-recv needs at least two ranks", rule="fabric-ranks", limit=">= 2", value=n)
+    cands = nccl_candidates(topo, op, group) if n > 1 else []
+    if algorithm not in (None, "", "auto", "runtime") and cands:
+        want = str(algorithm).strip().lower()
+        kept = [c for c in cands if c[0].lower().startswith(want)]
+        if not kept:
+            raise ConfigError(f"NCCL has no {algorithm!r} for {op} over {n} GPUs", rule="fabric-algorithm",
+                              limit=sorted({c[0] for c in cands}), value=algorithm)
+        cands = kept
+    launch = topo.runtime.launch_s
+    times = sorted(((name, (lat + size / bw + launch) * 1e6) for name, lat, bw, _ in cands), key=lambda x: x[1])
+    domains = len({r // topo.domain for r in group})
+    if not times:
+        return CollectiveResult(topo.system, op, size, n, n, topo.systems, 1, "none", 0.0, 0.0, 0.0, "none", 0.0,
+                                False, "", 0.0, (), ())
+    name, t_us = times[0]
+    links = next(c[3] for c in cands if c[0] == name)
+    algbw = size / (t_us * 1e-6) / 1e9
+    ppn = max(sum(1 for r in group if r // topo.domain == d) for d in {r // topo.domain for r in group})
+    nominal = min(topo.nvlink_bw, ppn * topo.net_bw) if domains > 1 else topo.nvlink_bw
+    return CollectiveResult(
+        system=topo.system, op=op, size_bytes=size, ranks=n, chips=n, instances=topo.systems, lnc=1, algorithm=name,
+        time_us=t_us, algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(op, n), busiest_link=links[-1],
+        busiest_link_utilization=min(1.0, algbw * 1e9 * bus_factor(op, n) / nominal), hierarchical=domains > 1,
+        folded="", launch_overhead_us=launch * 1e6, candidates=tuple(times), skipped=())
+
+
+def gpu_ranks_for_count(topo: GpuTopology, count: int) -> Tuple[int, ...]:
+    """``count`` GPUs spread evenly over the systems, the first GPUs of each (as nccl-tests places them)."""
+    if count < 1 or count > topo.n_ranks or count % topo.systems:
+        raise ConfigError(f"{count} ranks do not fit {topo.systems} x {topo.system} ({topo.gpus_per_system} GPUs "
+                          "each, ranks split evenly over systems)", rule="fabric-ranks",
+                          limit=f"a multiple of {topo.systems} up to {topo.n_ranks}", value=count)
+    k = count // topo.systems
+    return tuple(u * topo.gpus_per_system + i for u in range(topo.systems) for i in range(k))

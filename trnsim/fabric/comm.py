@@ -15,6 +15,7 @@ from .algorithms import ALGORITHMS
 from .closed_form import algorithm_pieces, best_of
 from .collectives import best_schedule, canonical_op
 from .config import load_fabric_config
+from .gpu import build_gpu_topology, gpu_system_key, nccl_time
 from .schedule import RankSet
 from .topology import build_topology
 
@@ -23,7 +24,8 @@ class FabricComm:
     """Collective times on one system (``instances`` copies joined by EFA) at one LNC, memoized.
 
     Ranks are logical NeuronCore indices 0..N-1: core r lives on chip r // (cores_per_chip / lnc),
-    instances numbered consecutively.  ``runtime=False`` leaves out the runtime constants of fabric.toml
+    instances numbered consecutively.  On a GPU system (gpus.toml) ranks are GPU indices, the GPUs of one
+    NVLink domain consecutive, timed with NCCL's cost model (``fabric.gpu``); ``lnc`` does not apply.  ``runtime=False`` leaves out the runtime constants of fabric.toml
     (launch overhead, bandwidth efficiency): links at their nominal rate, for callers that calibrate their
     own (the model layer)."""
 
@@ -31,18 +33,22 @@ class FabricComm:
                  hardware_file: Optional[str] = None, simulate: bool = False, runtime: bool = True):
         # a hardware file named by the environment is part of the cache keys below
         hardware_file = hardware_file or os.environ.get("TRNSIM_HARDWARE") or None
+        self._memo: Dict[Tuple[str, float, Tuple[int, ...]], Tuple[str, float]] = {}
+        self.system, self.instances, self.hardware_file = system, instances, hardware_file
+        self.simulate, self.runtime = simulate, runtime
+        self.gpu = None
+        if gpu_system_key(system, hardware_file) is not None:
+            # NVLink / NVSwitch domains and the network between them, timed with NCCL's cost model; a GPU
+            # has no logical-core grouping, so ``lnc`` does not apply
+            self.gpu = self.topology = build_gpu_topology(system, instances, hardware_file)
+            self.lnc, self.launch_s = 1, 0.0
+            return
         topo = _topology(system, instances, lnc, hardware_file)  # validates now, not later
         self.cfg = load_fabric_config(hardware_file)
         rt = self.cfg.runtime(topo.chip)
         self.launch_s = rt.launch_overhead_s if runtime else 0.0
         self.topology = topo if runtime else dataclasses.replace(topo, efficiency=1.0)
-        self.system = system
-        self.instances = instances
         self.lnc = topo.lnc
-        self.hardware_file = hardware_file
-        self.simulate = simulate
-        self.runtime = runtime
-        self._memo: Dict[Tuple[str, float, Tuple[int, ...]], Tuple[str, float]] = {}
 
     @property
     def n_ranks(self) -> int:
@@ -63,6 +69,8 @@ class FabricComm:
             return hit
         if len(group) <= 1 or size_bytes <= 0:
             hit = ("none", 0.0)  # nothing to exchange
+        elif self.gpu is not None:
+            hit = nccl_time(self.gpu, op, float(size_bytes), group, self.runtime)[:2]
         else:
             coeffs = None if self.simulate else self._fast(op, group)
             if coeffs:

@@ -1,6 +1,7 @@
 """Fabric figures from ``hardware/data/fabric.toml`` (merged with a user hardware file) as a frozen spec."""
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
@@ -16,6 +17,24 @@ class Runtime:
     launch_overhead_s: float
     bandwidth_efficiency: float
     default_lnc: int
+
+
+@dataclass(frozen=True)
+class NcclRuntime:
+    """One GPU generation's NCCL constants (seconds, fractions); latency tuples are (LL, LL128, Simple)."""
+    base_s: Mapping[str, Tuple[float, float, float]]
+    nvlink_hop_s: Mapping[str, Tuple[float, float, float]]
+    net_hop_s: Mapping[str, Tuple[float, float, float]]
+    ll_multinode_hop_factor: float
+    ring_protocol_bw: Tuple[float, float, float]
+    ring_ll_other: float
+    tree_protocol_bw: Tuple[float, float, float]
+    nvlink_efficiency: float
+    network_efficiency: float
+    nvls: bool
+    nvls_algbw_fraction: float
+    p2p_base_s: float
+    launch_s: float
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,8 @@ class FabricConfig:
     max_pairwise_ranks: int
     fold_instances: int
     runtimes: Mapping[str, Runtime]
+    nccl: Mapping = field(default_factory=dict, compare=False)  # the [nccl] section as read (GPU systems)
+    nccl_runtimes: Mapping[str, NcclRuntime] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def runtime(self, chip: str) -> Runtime:
@@ -66,19 +87,30 @@ def _get(t: Mapping, path: str, kind):
     return kind(cur)
 
 
+def fabric_table(hardware_file: Optional[str] = None) -> Mapping:
+    """fabric.toml as raw TOML (figures still wrapped), ``hardware_file``'s ``[fabric]`` merged over it."""
+    raw = load_catalog(hardware_file).extra.get("fabric")
+    if raw is None:  # a catalog that does not carry extra data files: read ours directly
+        raw = _direct(hardware_file)
+    return raw
+
+
+@functools.lru_cache(maxsize=8)
+def _direct(hardware_file: Optional[str]) -> Mapping:
+    from ..hardware.loader import DATA_DIR, deep_merge, read_toml
+    raw = read_toml(os.path.join(DATA_DIR, "fabric.toml"))
+    if hardware_file:
+        raw = deep_merge(raw, read_toml(hardware_file).get("fabric", {}))
+    return raw
+
+
 _PARSED: Dict[int, Tuple[Mapping, FabricConfig]] = {}  # id(raw table) -> (the table, kept alive; its config)
 
 
 def load_fabric_config(hardware_file: Optional[str] = None) -> FabricConfig:
     """The fabric figures of the built-in catalog, with ``hardware_file`` merged over them (parsed once per
     catalog: the catalog itself is cached per file path)."""
-    raw = load_catalog(hardware_file).extra.get("fabric")
-    if raw is None:  # a catalog that does not carry extra data files: read ours directly
-        from ..hardware.loader import DATA_DIR, deep_merge, read_toml
-        raw = read_toml(os.path.join(DATA_DIR, "fabric.toml"))
-        if hardware_file:
-            raw = deep_merge(raw, read_toml(hardware_file).get("fabric", {}))
-        return _from_raw(raw)
+    raw = fabric_table(hardware_file)
     hit = _PARSED.get(id(raw))
     if hit is None or hit[0] is not raw:
         hit = _PARSED[id(raw)] = (raw, _from_raw(raw))
@@ -112,4 +144,41 @@ def _from_raw(raw: Mapping) -> FabricConfig:
         max_flows_per_step=_get(t, "simulator.max_flows_per_step", int),
         max_pairwise_ranks=_get(t, "simulator.max_pairwise_ranks", int),
         fold_instances=_get(t, "simulator.fold_instances", int),
-        runtimes=runtimes, sources=sources)
+        runtimes=runtimes, nccl=t.get("nccl", {}),
+        nccl_runtimes={g: _nccl_runtime(v, g) for g, v in t.get("nccl", {}).items() if g not in _NCCL_MAPS},
+        sources=sources)
+
+
+_NCCL_MAPS = ("gpu_generation", "network_name")  # plain name tables of [nccl], not generations
+
+
+def _nccl_runtime(t: Mapping, gen: str) -> NcclRuntime:
+    """A GPU generation's [nccl.<gen>] table (values unwrapped), checked, in seconds."""
+
+    def lat(name):
+        v = t[name]
+        out = {}
+        for algo in ("ring", "tree", "nvls"):
+            trip = v.get(algo) if isinstance(v, Mapping) else None
+            if not isinstance(trip, (list, tuple)) or len(trip) != 3 or min(trip) < 0:
+                raise HardwareFileError(f"fabric.toml: nccl.{gen}.{name}.{algo} must be three latencies "
+                                        "(LL, LL128, Simple) in microseconds", rule="hardware-file-type",
+                                        limit="[LL, LL128, Simple] >= 0", value=trip)
+            out[algo] = tuple(float(x) * 1e-6 for x in trip)
+        return out
+
+    def frac3(name):
+        v = t[name]
+        if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(0 < x <= 1 for x in v):
+            raise HardwareFileError(f"fabric.toml: nccl.{gen}.{name} must be three fractions in (0, 1]",
+                                    rule="hardware-file-range", limit="(0, 1]", value=v)
+        return tuple(float(x) for x in v)
+
+    return NcclRuntime(base_s=lat("base_latency_us"), nvlink_hop_s=lat("nvlink_hop_us"), net_hop_s=lat("net_hop_us"),
+                       ll_multinode_hop_factor=float(t["ll_multinode_hop_factor"]),
+                       ring_protocol_bw=frac3("ring_protocol_bandwidth"), ring_ll_other=float(t["ring_ll_other"]),
+                       tree_protocol_bw=frac3("tree_protocol_bandwidth"),
+                       nvlink_efficiency=float(t["nvlink_efficiency"]), network_efficiency=float(t["network_efficiency"]),
+                       nvls=bool(t["nvls"]), nvls_algbw_fraction=float(t["nvls_algbw_fraction"]),
+                       p2p_base_s=float(t["p2p_base_us"]) * 1e-6, launch_s=float(t["launch_overhead_us"]) * 1e-6)
+

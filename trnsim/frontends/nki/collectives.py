@@ -192,7 +192,7 @@ def run_ranks(kernel, ranks: int, *args, per_rank: Union[None, Callable, Sequenc
     ``per_rank(rank)`` (or ``per_rank[rank]``) gives each rank's arguments: a dict of keyword
     arguments or a tuple of positional ones, merged over the shared ``args`` / ``kwargs``."""
     __tracebackhide__ = True
-    from . import _as_kernel
+    from .launch import _as_kernel
     from ...options import Options
     k = _as_kernel(kernel)
     # a fast-forwarded loop (timing-only runs) would skip the collectives of the iterations it

@@ -10,6 +10,7 @@ import os
 from typing import Any, Callable, Iterator, Optional
 
 from . import xla_model as _xm
+from .xla_model import init_default_group  # noqa: F401  (torch_xla.distributed exports it)
 
 _registered = False
 
@@ -40,13 +41,6 @@ def register() -> None:
     if "xla" not in r._rendezvous_handlers:
         r.register_rendezvous_handler("xla", _xla_rendezvous)
     _registered = True
-
-
-def init_default_group() -> None:
-    """The group ``xm`` collectives use when the script made none: gloo over torchrun's environment."""
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method="env://")
 
 
 class XlaBackend:

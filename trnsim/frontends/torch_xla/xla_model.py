@@ -82,13 +82,19 @@ def wait_device_ops(devices: Any = None) -> None:
     """Nothing to wait for: the CPU ran every op already."""
 
 
+def init_default_group() -> None:
+    """The group ``xm`` collectives use when the script made none: gloo over torchrun's environment."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="env://")
+
+
 def _group():
     """The process group to reduce over; under torchrun without ``init_process_group`` one is made (gloo)."""
     import torch.distributed as dist
     if xrt_world_size() <= 1:
         return None
     if not dist.is_initialized():
-        from .distributed import init_default_group
         init_default_group()
     return dist.group.WORLD
 
