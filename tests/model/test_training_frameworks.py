@@ -118,3 +118,36 @@ def test_refusal_names_the_framework_setting():
 def test_unknown_framework():
     with pytest.raises(FrameworkError):
         get_framework("caffe")
+
+
+def test_cli_lora_flags(capsys):
+    import json
+
+    from trnsim.cli.main import main
+    argv = ["estimate", "train", "--model", "llama-3.1-8b", "--instance", "trn2.3xlarge", "--tp", "4", "--seq", "2048",
+            "--global-batch", "8", "--framework", "optimum-neuron", "--lora-rank", "16", "--lora-targets", "q,v",
+            "--json"]
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["parallel"]["lora"] == {"rank": 16, "targets": ["q", "v"]}
+    assert d["parallel"]["framework"] == "optimum-neuron"
+    assert d["breakdown"]["fixed_step"] > 0
+    # q (4096 -> 4096) and v (4096 -> 1024), r=16: per TP rank A replicated, B split over 4
+    adapters = 32 * (16 * 4096 + 16 * 4096 / 4 + 16 * 4096 + 16 * 1024 / 4)
+    assert d["memory"]["gradients_gib"] == pytest.approx(adapters * 4 / 2**30, abs=1e-4)
+    assert main(argv[:-1] + ["--zero", "5", "--json"]) != 0
+
+
+def test_training_rows_come_from_the_calibration_set():
+    import csv
+    import os
+
+    from trnsim.model.datafiles import load
+    shared = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "calibration")
+    if not os.path.isdir(shared):
+        pytest.skip("no ../shared/calibration in this checkout")
+    ids = set()
+    for name in ("found-2026-11.csv", "gpus.csv", "models.csv"):
+        with open(os.path.join(shared, name), newline="") as f:
+            ids |= {r["id"] for r in csv.DictReader(f)}
+    assert set(load("training_rows")) <= ids

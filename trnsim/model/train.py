@@ -11,7 +11,7 @@ from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
 from .frameworks import check_zero, defaults_note, get_framework
-from .lora import make_lora
+from .lora import adapter_params_total, make_lora
 from .memory import (GIB, adapter_params_per_core, expert_params_per_core, fit_error, params_per_core, shard_degree,
                      training_memory)
 from .ops import OpCosts
@@ -236,7 +236,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
         notes.append(f"fixed per-step cost {fixed:.2f} s ({fw.label} on {system.target}; frameworks.toml)")
     if lora:
         notes.append(f"LoRA r={lora.rank} on {','.join(lora.targets)}: base weights frozen, "
-                     f"{p_train * par.tp * par.pp:,.0f} trainable parameters per replica; MFU counts 6 x all "
+                     f"{adapter_params_total(cfg, lora):,.0f} trainable parameters; MFU counts 6 x all "
                      "parameters as for full training")
     notes.append(f"collectives timed by {ctx.comm_name}")
     par_d = par.to_dict()
