@@ -7,8 +7,7 @@
    1,048,576 chips (65,536 x trn2.48xlarge, hierarchically; target < 10 s).
 3. The fast path the model layer uses (FabricComm, closed forms per algorithm): time per call for a new
    (op, group) and for a new size of a known group (target < 1 ms), and its gap to the flow simulator.
-4. Fabric (nominal link rate, as the model layer uses it; and with the runtime constants) against the
-   alpha-beta placeholder on the same collectives.
+4. All-reduce at the fabric's nominal link rate and with its runtime constants (what the estimators charge).
 
     python bench/collectives.py [--json]
     python bench/collectives.py --fit     # re-derive fabric.toml's [runtime.trn1] from the time rows
@@ -137,18 +136,14 @@ VERSUS = [("trn1.32xlarge", 1, 8, 2 * 2 ** 20), ("trn1.32xlarge", 1, 32, 64 * 2 
 
 
 def versus_placeholder():
-    """All-reduce of the first n ranks: fabric nominal, fabric with runtime constants, alpha-beta placeholder."""
+    """All-reduce of the first n ranks: fabric nominal and with runtime constants (what the estimators charge)."""
     from trnsim.fabric import FabricComm
-    from trnsim.model.comm import AlphaBetaComm
-    from trnsim.model.parallel import make_system
     out = []
     for system, lnc, n, size in VERSUS:
         ranks = tuple(range(n))
         algo, nominal = FabricComm(system, lnc=lnc, runtime=False).choose("all-reduce", size, ranks)
         out.append(dict(system=system, ranks=n, size_bytes=size, algorithm=algo, fabric_nominal_us=1e6 * nominal,
-                        fabric_runtime_us=1e6 * FabricComm(system, lnc=lnc).time_s("all-reduce", size, ranks),
-                        alpha_beta_us=1e6 * AlphaBetaComm(make_system(system, 1, lnc)).time_s("all-reduce", size,
-                                                                                               ranks)))
+                        fabric_runtime_us=1e6 * FabricComm(system, lnc=lnc).time_s("all-reduce", size, ranks)))
     return out
 
 
@@ -201,12 +196,12 @@ def main(argv=None):
         t.add_row(r["system"], str(r["lnc"]), str(r["ranks"]), r["group"], f"{r['new_group_ms']:.2f}",
                   f"{r['new_size_us']:.0f}", f"{r['sim_ms_per_call']:.1f}", f"{100 * r['max_gap']:.1f}%")
     con.print(t)
-    t = Table(title="All-reduce: fabric vs alpha-beta placeholder (us)", title_justify="left")
-    for c in ("system", "ranks", "size", "algorithm", "fabric nominal", "fabric + runtime", "alpha-beta"):
+    t = Table(title="All-reduce: fabric nominal vs with runtime constants (us)", title_justify="left")
+    for c in ("system", "ranks", "size", "algorithm", "fabric nominal", "fabric + runtime"):
         t.add_column(c)
     for r in vs:
         t.add_row(r["system"], str(r["ranks"]), f"{r['size_bytes']:.0f}", r["algorithm"],
-                  f"{r['fabric_nominal_us']:.1f}", f"{r['fabric_runtime_us']:.1f}", f"{r['alpha_beta_us']:.1f}")
+                  f"{r['fabric_nominal_us']:.1f}", f"{r['fabric_runtime_us']:.1f}")
     con.print(t)
     return 0
 

@@ -53,7 +53,7 @@ def main() -> None:
     out = console()
     eff = None
     if args.uncalibrated:
-        eff = dict(compute=1.0, memory=1.0, vector=1.0, comm=1.0, collective_overhead_s=0.0)
+        eff = dict(compute=1.0, memory=1.0, vector=1.0)
     elif args.refit:
         t = time.perf_counter()
         eff = fit(factory)
@@ -86,7 +86,7 @@ def main() -> None:
                       "(one process, caches of new groups cold)", title_justify="left")
     for c in ("collectives", "estimates", "CPU s", "estimates / CPU s", "distinct (op, group)"):
         tab.add_column(c)
-    for comm in ("fabric", "alpha-beta", "fabric-sim"):
+    for comm in ("fabric", "fabric-sim"):
         n, secs, groups = sweep(comm)
         tab.add_row(comm, str(n), f"{secs:.2f}", f"{n / secs:.0f}", str(groups))
     out.print(tab)

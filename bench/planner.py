@@ -7,7 +7,7 @@
    evaluation phase, and full model-level estimates per second.
 2. The best ten layouts of that case, and whether every backend agrees on the ranking.
 
-    python bench/planner.py [--json] [--no-ray] [--comm fabric|fabric-sim|alpha-beta]
+    python bench/planner.py [--json] [--no-ray] [--comm fabric|fabric-sim]
 """
 import argparse
 import json

@@ -1,57 +1,52 @@
-"""The model layer times collectives with the fabric by default (nominal link rates, the model's own
-calibrated comm factor and per-call overhead on top); the alpha-beta placeholder reads the same link figures."""
+"""The model layer charges every collective through one call into the fabric, runtime constants included:
+no model-side comm factor or per-call overhead on top."""
 import pytest
 
-from trnsim.fabric import FabricComm, load_fabric_config
-from trnsim.hardware import load_catalog
+from trnsim.errors import ConfigError
+from trnsim.fabric import FabricComm, collective, load_fabric_config
 from trnsim.model import estimate_inference
-from trnsim.model.comm import AlphaBetaComm, default_comm
+from trnsim.model.comm import default_comm
 from trnsim.model.context import make_context
-from trnsim.model.datafiles import figure
-from trnsim.model.efficiency import calibration_for
-from trnsim.model.parallel import make_system
+from trnsim.model.system import make_system
 
 GiB = 2 ** 30
 
 
-def test_the_default_is_the_fabric_the_calibration_was_fitted_with():
+def test_the_default_is_the_fabric_with_its_runtime_constants():
     ctx = make_context("llama-2-7b", "trn1.32xlarge")
-    assert isinstance(ctx.comm, FabricComm) and not ctx.comm.runtime and not ctx.comm.simulate
-    assert ctx.comm_name == ctx.calib.comm_model == "FabricComm"
-    assert "calibrated with" not in ctx.calib.note
+    assert isinstance(ctx.comm, FabricComm) and ctx.comm.runtime and not ctx.comm.simulate
+    assert ctx.comm_name == "FabricComm"
     e = estimate_inference("llama-2-7b", "trn1.32xlarge", tp=32, batch=1, input_len=128, output_len=128)
-    assert e.tpot_ms > 0
+    assert "collectives timed by FabricComm" in e.notes
 
 
-def test_model_collective_is_the_nominal_fabric_time_over_the_comm_factor_plus_the_overhead():
+def test_a_model_collective_is_the_dual_ring_by_hand_plus_the_launch_cost():
     ctx = make_context("llama-2-7b", "trn2.48xlarge", lnc=2)
-    cal = calibration_for("trn2")  # no trn2 rows: trn1's factors
     cfg = load_fabric_config()
+    rt = cfg.runtime("trn2")
     N, S = 16, 1 * GiB
     ranks = [4 * c for c in range(N)]  # one rank on each chip of the 4x4 torus
-    port = 1.024e12 / 4  # per port, per direction, nominal
+    port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction, at the runtime's efficiency
     dual_ring = 2 * (N - 1) * cfg.step_s + 2 * (N - 1) / N * S / (4 * port)
-    assert ctx.comm_s("all-reduce", S, ranks) == pytest.approx(dual_ring / cal.factor("comm") + cal.overhead_s,
-                                                               rel=1e-9)
+    assert ctx.comm_s("all-reduce", S, ranks) == pytest.approx(dual_ring + rt.launch_overhead_s, rel=1e-9)
 
 
-def test_fabric_sim_and_alpha_beta_are_still_available():
+@pytest.mark.parametrize("system,lnc,op,size,ranks", [
+    ("trn1.32xlarge", 1, "all-reduce", 16384, list(range(32))),
+    ("trn1.32xlarge", 1, "all-gather", 64 * 2 ** 20, [0, 2, 4, 6]),
+    ("trn2.48xlarge", 2, "all-reduce", 16384, list(range(64))),
+    ("trn2.48xlarge", 2, "reduce-scatter", 8 * 2 ** 20, list(range(0, 64, 4))),
+])
+def test_what_an_estimate_charges_is_what_trnsim_collective_prints(system, lnc, op, size, ranks):
+    ctx = make_context("llama-2-7b", system, lnc=lnc)
+    printed = collective(system, op, size, ranks, lnc=lnc).time_us * 1e-6
+    # the estimate takes the fabric's closed forms, the command its flow simulation of the same schedule
+    assert ctx.comm_s(op, size, ranks) == pytest.approx(printed, rel=1e-2)
+
+
+def test_fabric_sim_is_available_and_unknown_models_are_refused():
     system = make_system("trn1.32xlarge")
     assert default_comm(system, which="fabric-sim").simulate
-    assert isinstance(default_comm(system, which="alpha-beta"), AlphaBetaComm)
-
-
-def test_the_placeholder_reads_the_fabrics_link_figures(tmp_path):
-    # reading the per-chip figure as both directions summed (an override of fabric.toml) halves every port,
-    # for the placeholder as for the fabric
-    hw = tmp_path / "both.toml"
-    hw.write_text('[fabric.links]\nfigure_counts_both_directions = { value = true, source = "test" }\n')
-    sysm = make_system("trn1.32xlarge")
-    inst = load_catalog().instance("trn1.32xlarge")
-    a = figure("comm", "latency.intra_node_s")
-    S, ranks = 64 * 2 ** 20, [0, 2, 4, 6]  # one core on each of 4 chips, a ring over them
-    for path, per_port in ((None, inst.chip_link_bandwidth_bytes_per_s / 4),
-                           (str(hw), inst.chip_link_bandwidth_bytes_per_s / 4 / 2)):
-        link = 2 * per_port  # a ring leaves each chip through one port each way round
-        want = 2 * (3 * a + 3 / 4 * S / link)
-        assert AlphaBetaComm(sysm, path).time_s("all-reduce", S, ranks) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ConfigError) as e:
+        default_comm(system, which="alpha-beta")
+    assert e.value.rule == "comm-model"

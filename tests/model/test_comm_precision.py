@@ -1,40 +1,13 @@
-"""The alpha-beta collectives placeholder against hand formulas (link figures read as the fabric reads them:
-the per-chip NeuronLink figure is the sum of the chip's 4 torus ports in one direction, a ring uses one port
-each way round); precision and sparsity per generation;
-the roofline op costs."""
+"""Precision and sparsity per generation; the roofline op costs."""
 import pytest
 
 from trnsim.hardware import get_chip, get_core, load_catalog
 from trnsim.model import Op, RooflineOpCosts, estimate_inference, load_model
-from trnsim.model.comm import AlphaBetaComm, CommModel
 from trnsim.model.datafiles import figure
 from trnsim.model.infer import chips_needed
 from trnsim.model.params import count_params
 from trnsim.model.parallel import make_system
 from trnsim.model.precision import PrecisionError, resolve
-
-
-def test_alpha_beta_all_reduce_by_hand():
-    sys1 = make_system("trn1.32xlarge")
-    comm = AlphaBetaComm(sys1)
-    assert isinstance(comm, CommModel)
-    inst = load_catalog().instance("trn1.32xlarge")
-    link = 2 * inst.chip_link_bandwidth_bytes_per_s / 4    # 2 of the chip's 4 ports, each one direction
-    a_node = figure("comm", "latency.intra_node_s")
-    S = 64 * 2**20                                   # large: ring steps
-    ranks = [0, 2, 4, 6]                             # one core on each of 4 chips
-    ring = 2 * (3 * a_node + 3 / 4 * S / link)
-    assert comm.time_s("all-reduce", S, ranks) == pytest.approx(ring)
-    small = 4096                                     # below the mesh threshold: one step
-    assert comm.time_s("all-gather", small, ranks) == pytest.approx(a_node + 3 / 4 * small / link)
-    assert comm.time_s("all-reduce", S, [0]) == 0.0
-
-
-def test_alpha_beta_crosses_efa_between_nodes():
-    comm = AlphaBetaComm(make_system("trn1.32xlarge", nodes=2))
-    inside = comm.time_s("all-reduce", 2**28, [0, 2])
-    across = comm.time_s("all-reduce", 2**28, [0, 32])
-    assert across > inside                           # EFA per chip is slower than NeuronLink
 
 
 def test_roofline_matmul_by_hand():
@@ -91,16 +64,3 @@ def _has(name):
 
 def _trn3():
     return next(k for k, v in load_catalog().instances.items() if v.chip == "trn3")
-
-
-def test_alpha_beta_all_to_all_by_hand():
-    comm = AlphaBetaComm(make_system("trn1.32xlarge", nodes=2))
-    inst = load_catalog().instance("trn1.32xlarge")
-    link = 2 * inst.chip_link_bandwidth_bytes_per_s / 4    # 2 of the chip's 4 ports, each one direction
-    efa = inst.efa_bits_per_s_per_chip / 8
-    S = 2**26
-    a_node, a_efa = figure("comm", "latency.intra_node_s"), figure("comm", "latency.inter_node_s")
-    # 4 ranks on 4 chips of one node: 3/4 of the buffer leaves each chip over NeuronLink
-    assert comm.time_s("all-to-all", S, [0, 2, 4, 6]) == pytest.approx(a_node + 0.75 * S / link)
-    # 2 chips on each of 2 nodes: half of the buffer crosses EFA, the slowest level
-    assert comm.time_s("all-to-all", S, [0, 2, 32, 34]) == pytest.approx(a_efa + 0.5 * S / efa)

@@ -20,8 +20,8 @@ def register(subparsers) -> None:
     common.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1|2 (trn2/trn3)")
     common.add_argument("--precision", default="bf16", help="matmul format: bf16|fp8|mxfp8|mxfp4")
     common.add_argument("--sparsity", default=None, help="M:N structured sparsity, e.g. 4:16 (trn2/trn3)")
-    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim", "alpha-beta"),
-                        help="collectives model (fabric, the default, is the one the calibration was fitted with)")
+    common.add_argument("--comm", default="fabric", choices=("fabric", "fabric-sim"),
+                        help="collectives model: the fabric's closed forms (default) or its flow simulator")
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")

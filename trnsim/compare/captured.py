@@ -1,5 +1,5 @@
 """Step 2 of the evaluation for a user's own model: its captured op graph (``to_ops``) timed per accelerator
-(Trainium: ``model.captured.estimate_ops``; GPU: the same graph with backward ops through the GPU op costs),
+(``model.captured.estimate_ops`` on any system: NeuronCores or GPUs),
 then scaled out data-parallel to meet the deadline. Collectives are not in a captured graph: the gradient
 all-reduce is not costed (stated in every row's notes)."""
 from __future__ import annotations
@@ -7,27 +7,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from ..model.graph import GraphOp, OpGraph
 from ..model.ops import Op
-from ..model.transformer import backward_of
 from .search import Choice, NoFitError
 from .systems import SystemRef
 from .workload import Workload
 
 NOTE = "captured graph, data parallel over every accelerator; gradient all-reduce not costed (not in the capture)"
-
-
-def _gpu_seconds(ops: Sequence[Op], ref: SystemRef, precision: str, training: bool) -> tuple:
-    """(seconds of the graph on one GPU, error band)."""
-    from ..model.gpu.estimate import make_gpu_context
-    from ..model.config import ModelConfig
-    placeholder = ModelConfig(name="captured", hidden=1, layers=1, heads=1, vocab=1, intermediate=1)
-    ctx = make_gpu_context(placeholder, ref.key, 1, precision, training=training)
-    items = [GraphOp(op, 1.0, "forward") for op in ops]
-    if training:
-        for op in ops:
-            items += backward_of(op)
-    return OpGraph(tuple(items)).time(ctx.costing.seconds), ctx.figures["training.error_band"]
 
 
 def captured_chooser(ops: Sequence[Op], tokens_per_example: int) -> Callable[[SystemRef, Workload], Choice]:
@@ -37,16 +22,11 @@ def captured_chooser(ops: Sequence[Op], tokens_per_example: int) -> Callable[[Sy
 
     def choose_captured(ref: SystemRef, w: Workload) -> Choice:
         training = w.task == "train"
-        if ref.is_gpu:
-            from ..model.gpu.systems import load_gpu_catalog
-            sec, band = _gpu_seconds(ops, ref, w.precision, training)
-            ranks, lnc = load_gpu_catalog().system(ref.key).gpus, 1
-        else:
-            from ..model.captured import estimate_ops
-            from ..model.parallel import make_system
-            e = estimate_ops(ops, ref.key, training=training)
-            sec, band, lnc = e.total_s, e.error_band, e.lnc
-            ranks = make_system(ref.key).cores
+        from ..model.captured import estimate_ops
+        from ..model.system import make_system
+        e = estimate_ops(ops, ref.key, training=training, precision=w.precision)
+        sec, band, lnc = e.total_s, e.error_band, e.lnc
+        ranks = make_system(ref.key).cores
         per_rank = tokens_per_example / sec                 # tokens/s of one accelerator rank
         per_inst = per_rank * ranks
         need = w.total_tokens / (per_inst * w.deadline_s)

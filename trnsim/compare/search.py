@@ -64,59 +64,43 @@ def _tp_choices(cfg: ModelConfig, ref: SystemRef, fast_domain: int) -> List[int]
 
 
 class _Estimator:
-    """The per-kind estimate and memory functions behind the training search."""
+    """The estimate and memory functions behind the training search, on any system (Trainium or GPU)."""
 
     def __init__(self, ref: SystemRef, cfg: ModelConfig, w: Workload):
+        from ..model.system import make_system
         self.ref, self.cfg, self.w = ref, cfg, w
-        if ref.is_gpu:
-            from ..model.gpu.systems import load_gpu_catalog
-            spec = load_gpu_catalog().system(ref.key)
-            self.per_node, self.fast = spec.gpus, spec.nvlink_domain
-        else:
-            from ..model.parallel import make_system
-            s = make_system(ref.key)
-            self.per_node, self.fast = s.cores, s.cores_per_node
-        self._ctx: Dict[int, object] = {}
+        s = make_system(ref.key)
+        self.per_node, self.fast = s.cores_per_node, s.fast_domain
+        self._sys: Dict[int, object] = {}
 
-    def ctx(self, nodes: int):
-        """A resolved GPU context per node count (op costs memoised across layouts)."""
-        if nodes not in self._ctx:
-            from ..model.gpu.estimate import make_gpu_context
-            self._ctx[nodes] = make_gpu_context(self.cfg, self.ref.key, nodes, self.w.precision)
-        return self._ctx[nodes]
+    def system(self, nodes: int):
+        """The system on ``nodes`` instances (built once per node count)."""
+        if nodes not in self._sys:
+            from ..model.system import make_system
+            self._sys[nodes] = make_system(self.ref.key, nodes)
+        return self._sys[nodes]
 
     def fits(self, nodes: int, tp: int, pp: int, rc: str) -> bool:
         """Whether the layout's training memory fits (cheap: no op graph)."""
         from ..model.memory import training_memory
         from ..model.parallel import Parallel, ParallelError, resolve
-        from ..model.gpu.estimate import _Instance, _Ranks
-        ranks = self.per_node * nodes
+        s = self.system(nodes)
         try:
-            par = resolve(Parallel(tp=tp, pp=pp, zero=1, sp=tp > 1), self.cfg,
-                          _Ranks(cores=ranks, nodes=nodes, instance=_Instance(self.ref.key)))
+            par = resolve(Parallel(tp=tp, pp=pp, zero=1, sp=tp > 1), self.cfg, s)
         except ParallelError:
             return False
-        if self.ref.is_gpu:
-            c = self.ctx(nodes)
-            over = {"memory.reserved_bytes_per_core": c.figures["memory.reserved_bytes_per_gpu"]}
-            hbm = c.gpu_hbm_bytes
-        else:
-            from ..model.parallel import make_system
-            over, hbm = None, float(make_system(self.ref.key, nodes).hbm_bytes_per_core)
-        return training_memory(self.cfg, par, 1, self.w.seq, rc, hbm, over).fits
+        return training_memory(self.cfg, par, 1, self.w.seq, rc, float(s.hbm_bytes_per_core),
+                               s.memory_overrides()).fits
 
     def estimate(self, nodes: int, tp: int, pp: int, rc: str):
         """One training-step estimate of the layout (memory already checked)."""
+        from ..model.estimate import estimate_training
         ranks = self.per_node * nodes
         dp = ranks // (tp * pp)
         gb = max(1, math.ceil(self.w.batch_tokens / self.w.seq / dp)) * dp
-        kw = dict(nodes=nodes, tp=tp, pp=pp, zero=1 if dp > 1 else 0, sp=tp > 1, seq=self.w.seq,
-                  global_batch=gb, recompute=rc, precision=self.w.precision, check_memory=False)
-        if self.ref.is_gpu:
-            from ..model.gpu.estimate import estimate_gpu_training
-            return estimate_gpu_training(self.cfg, self.ref.key, ctx=self.ctx(nodes), **kw)
-        from ..model.estimate import estimate_training
-        return estimate_training(self.cfg, self.ref.key, **kw)
+        return estimate_training(self.cfg, self.system(nodes), tp=tp, pp=pp, zero=1 if dp > 1 else 0, sp=tp > 1,
+                                 seq=self.w.seq, global_batch=gb, recompute=rc, precision=self.w.precision,
+                                 check_memory=False)
 
 
 def _best_at(est: _Estimator, nodes: int):
@@ -179,20 +163,12 @@ def search_training(ref: SystemRef, w: Workload) -> Choice:
 # ------------------------------------------------------------------------------------------- serving
 def _infer_fn(ref: SystemRef, cfg: ModelConfig, w: Workload) -> Tuple[Callable, int, int]:
     """(estimate(tp, batch), accelerator ranks per instance, max tp)."""
-    if ref.is_gpu:
-        from ..model.gpu.estimate import estimate_gpu_inference, make_gpu_context
-        from ..model.gpu.systems import load_gpu_catalog
-        spec = load_gpu_catalog().system(ref.key)
-        ctx = make_gpu_context(cfg, ref.key, 1, w.precision, training=False)
-        return (lambda tp, b: estimate_gpu_inference(cfg, ref.key, tp=tp, batch=b, input_len=w.input_len,
-                                                     output_len=w.output_len, ctx=ctx),
-                spec.gpus, spec.nvlink_domain)
     from ..model.estimate import estimate_inference
-    from ..model.parallel import make_system
+    from ..model.system import make_system
     s = make_system(ref.key)
-    return (lambda tp, b: estimate_inference(cfg, ref.key, tp=tp, batch=b, input_len=w.input_len,
+    return (lambda tp, b: estimate_inference(cfg, s, tp=tp, batch=b, input_len=w.input_len,
                                              output_len=w.output_len, precision=w.precision),
-            s.cores, s.cores)
+            s.cores_per_node, s.fast_domain)
 
 
 def search_inference(ref: SystemRef, w: Workload) -> Choice:

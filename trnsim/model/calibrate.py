@@ -1,9 +1,9 @@
-"""Fit the efficiency factors (compute, memory, vector, comm) of one generation to the calibration rows, and
+"""Fit the efficiency factors (compute, memory, vector) of one generation to the calibration rows, and
 compare every row's prediction with its published value.
 
 Only the rows in ``data/calibration_rows.csv`` are used. The fit minimises squared log errors with a
-finite-difference Gauss-Newton on log(1/efficiency), factors bounded (compute, memory and vector cannot
-beat the roofline; comm cannot beat the fabric at its nominal link rate, ``COMM_MAX``).
+finite-difference Gauss-Newton on log(1/efficiency), factors bounded (roofline costs cannot be beaten).
+Collectives are not fitted here: they are the fabric's, runtime constants included (trnsim.fabric).
 Run ``python -m trnsim.model.calibrate --write`` to refresh ``data/calibration.toml``.
 """
 from __future__ import annotations
@@ -21,14 +21,9 @@ import numpy as np
 from .datafiles import DATA_DIR, load
 from .efficiency import CLASSES, KINDS
 
-COMM_MAX = 1.0          # the fabric at nominal link rate with the best algorithm is a lower bound on comm time
 EFF_MIN = 0.02          # choice: below 2% of the roofline a factor would hide a modelling error, not a gap
 BAND_FLOOR = 0.10       # choice: two rows per kind cannot measure spread; never claim better than +-10%
 RIDGE = 1e-3            # pulls unidentified factors toward 1 (no gap) instead of letting them wander
-OVERHEAD_REF = 1.0      # seconds; the overhead is fitted in log space between the two bounds below
-OVERHEAD_MIN = 1e-7     # choice: bounds for the fixed cost of one collective call, 0.1 us ...
-OVERHEAD_MAX = 1e-3     # ... 1 ms
-OVERHEAD_START = 1e-5   # a start inside the range: at the lower bound the log-space gradient vanishes
 SIMULATED_MAX = 4.0     # choice: the compiler's code may beat our reference kernels, by at most 4x
 
 
@@ -88,19 +83,15 @@ def fit(costs_factory: Optional[Callable[[], object]] = None, iterations: int = 
     ids = sorted(rows())
     costs = costs_factory() if costs_factory else None
     pub = np.array([_time_like(i, float(rows()[i]["value"])) for i in ids])
-    names = CLASSES + ("collective_overhead_s",)
-    # z = log(1 / efficiency) per class, then log(overhead / OVERHEAD_REF)
+    names = CLASSES
+    # z = log(1 / efficiency) per class
     z = np.zeros(len(names))
     top = eff_max if eff_max is not None else (1.0 if costs is None else SIMULATED_MAX)
-    lo = np.array([-math.log(COMM_MAX) if c == "comm" else -math.log(top) for c in CLASSES]
-                  + [math.log(OVERHEAD_MIN)])
-    hi = np.array([-math.log(EFF_MIN)] * len(CLASSES) + [math.log(OVERHEAD_MAX)])
-    z[-1] = math.log(OVERHEAD_START)
+    lo = np.array([-math.log(top)] * len(CLASSES))
+    hi = np.array([-math.log(EFF_MIN)] * len(CLASSES))
 
     def decode(zv):
-        eff = {c: math.exp(-v) for c, v in zip(CLASSES, zv)}
-        eff["collective_overhead_s"] = math.exp(zv[-1]) * OVERHEAD_REF
-        return eff
+        return {c: math.exp(-v) for c, v in zip(CLASSES, zv)}
 
     def resid(zv):
         eff = decode(zv)
@@ -109,7 +100,7 @@ def fit(costs_factory: Optional[Callable[[], object]] = None, iterations: int = 
 
     r = resid(z)
     damp = 1e-2
-    ridge = np.array([RIDGE] * len(CLASSES) + [0.0])
+    ridge = np.array([RIDGE] * len(CLASSES))
     for _ in range(iterations):   # Levenberg-Marquardt on the log errors, bounds by clipping
         J = np.empty((len(ids), len(names)))
         for j in range(len(names)):
@@ -153,14 +144,13 @@ def bands(results: List[RowResult]) -> Dict[str, float]:
     return out
 
 
-def write(factors: Mapping[str, float], results: List[RowResult], target: str = "trn1", how: str = "roofline",
-          comm: str = "FabricComm") -> str:
+def write(factors: Mapping[str, float], results: List[RowResult], target: str = "trn1", how: str = "roofline"
+          ) -> str:
     """Record the factors of [how.target] in data/calibration.toml, keeping the other sections."""
     data = {k: v for k, v in load("calibration").items()}
     b = bands(results)
-    entry = {"comm_model": comm}
+    entry = {}
     entry.update({c: round(float(factors[c]), 4) for c in CLASSES})
-    entry["collective_overhead_s"] = float(f"{factors['collective_overhead_s']:.4g}")
     entry.update({f"band_{k}": round(b[k], 3) for k in KINDS})
     entry["rows"] = [r.id for r in results]
     entry["results"] = [f"{r.id} {r.metric}: published {r.published:.4g}, predicted {r.predicted:.4g} "

@@ -37,15 +37,17 @@ class OpsEstimate:
 
 def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Optional[int] = None,
                  training: bool = False, costs: Optional[OpCosts] = None, hardware_file: Optional[str] = None,
-                 efficiency: Optional[Mapping[str, float]] = None) -> OpsEstimate:
-    """Forward (and with ``training`` backward) time of ``ops`` on one core of ``instance``, calibrated
-    like the zoo estimates; collectives are not included (a captured graph names none)."""
+                 efficiency: Optional[Mapping[str, float]] = None, precision: str = "bf16") -> OpsEstimate:
+    """Forward (and with ``training`` backward) time of ``ops`` on one rank of ``instance`` (a NeuronCore
+    or a GPU), calibrated like the zoo estimates; collectives are not included (a captured graph names
+    none)."""
     from .context import make_context
     from .config import ModelConfig
     t0 = time.perf_counter()
     # the context needs a model only for its name; the ops carry their own shapes
     placeholder = ModelConfig(name="captured", hidden=1, layers=1, heads=1, vocab=1, intermediate=1)
-    ctx = make_context(placeholder, instance, 1, lnc, "bf16", None, costs, None, hardware_file, efficiency)
+    ctx = make_context(placeholder, instance, 1, lnc, precision, None, costs, None, hardware_file, efficiency,
+                       training=training)
     items: List[GraphOp] = [GraphOp(op, 1.0, "forward") for op in ops]
     if training:
         for op in ops:
@@ -57,7 +59,7 @@ def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Option
     for g in graph.ops:
         by_kind[g.op.kind] = by_kind.get(g.op.kind, 0.0) + g.count * sec(g.op)
     fwd, bwd = phases.get("forward", 0.0), phases.get("backward", 0.0)
-    return OpsEstimate(instance=ctx.system.instance.key, lnc=ctx.system.lnc, ops=len(ops), forward_s=fwd,
+    return OpsEstimate(instance=ctx.system.key, lnc=ctx.system.lnc, ops=len(ops), forward_s=fwd,
                        backward_s=bwd, total_s=fwd + bwd, flops=graph.flops(), by_kind=by_kind,
                        error_band=ctx.calib.band("train" if training else "ttft"),
                        ops_by_how=ctx.costing.ops_by_how(), sim_seconds=time.perf_counter() - t0,

@@ -57,6 +57,20 @@ class ModelConfig:
     shared_experts: int = 0
     moe_intermediate: int = 0
     dense_layers: int = 0             # leading dense layers before the MoE ones (DeepSeek)
+    moe_layer_step: int = 1           # after them, every n-th layer is MoE, the others dense (Llama 4: 2)
+    shared_expert_intermediate: int = 0   # width of the shared expert(s) when not moe_intermediate (Qwen3-Next)
+    expert_format: str = ""           # experts stored in another format than the rest ("mxfp4": gpt-oss)
+    # layer pattern: every n-th layer attends over all positions, the others are local (0 = all alike)
+    full_attention_every: int = 0
+    attention_chunk: int = 0          # local layers attend within fixed chunks of this many tokens (Llama 4)
+    attention_sinks: bool = False     # a learned sink logit per head (gpt-oss): one more softmax column
+    attn_output_gate: bool = False    # a sigmoid gate of the attention output, projected beside Q (Qwen3.5)
+    # linear-attention (gated delta rule) layers of hybrid models; the local layers when linear_value_heads > 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv: int = 0
     # multi-head latent attention (DeepSeek-V3); 0 = ordinary attention
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -92,12 +106,42 @@ class ModelConfig:
 
     @property
     def moe_layers(self) -> int:
-        """Number of MoE layers (all layers after the leading dense ones)."""
-        return self.layers - self.dense_layers if self.is_moe else 0
+        """Number of MoE layers (after the leading dense ones, every ``moe_layer_step``-th)."""
+        return sum(1 for k in self.layer_kinds() if k[0])
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether the local layers are linear-attention (gated delta rule) layers."""
+        return self.linear_value_heads > 0
+
+    def layer_kinds(self) -> tuple:
+        """(moe, attention, window) of every layer: attention is "full", "window" (sliding window or
+        chunk of ``window`` tokens) or "linear"."""
+        return _layer_kinds(self)
 
     def to_dict(self) -> dict:
         """Every field as a plain dict."""
         return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=256)
+def _layer_kinds(self: ModelConfig) -> tuple:
+    """Memoised ModelConfig.layer_kinds (a frozen config is hashable)."""
+    out = []
+    local_w = self.sliding_window or self.attention_chunk
+    for i in range(self.layers):
+        moe = self.is_moe and i >= self.dense_layers and (i - self.dense_layers + 1) % self.moe_layer_step == 0
+        full = self.full_attention_every and (i + 1) % self.full_attention_every == 0
+        if full or (not self.full_attention_every and not self.sliding_window):
+            attn, w = "full", 0
+        elif self.is_hybrid:
+            attn, w = "linear", 0
+        elif local_w:
+            attn, w = "window", local_w
+        else:
+            attn, w = "full", 0
+        out.append((bool(moe), attn, w))
+    return tuple(out)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ModelConfig)}
@@ -148,6 +192,17 @@ def validate(cfg: ModelConfig, origin: str) -> None:
     if cfg.mlp not in ("swiglu", "gelu"):
         raise ModelConfigError(f"{origin}: mlp must be swiglu or gelu", rule="model-config-range",
                                limit=("swiglu", "gelu"), value=cfg.mlp)
+    if cfg.moe_layer_step < 1 or cfg.full_attention_every < 0:
+        raise ModelConfigError(f"{origin}: moe_layer_step must be >= 1 and full_attention_every >= 0",
+                               rule="model-config-range", limit=">= 1 / >= 0",
+                               value=(cfg.moe_layer_step, cfg.full_attention_every))
+    if cfg.is_hybrid and min(cfg.linear_key_heads, cfg.linear_key_dim, cfg.linear_value_dim) <= 0:
+        raise ModelConfigError(f"{origin}: linear-attention layers need linear_key_heads, linear_key_dim and "
+                               "linear_value_dim", rule="model-config-range", limit="> 0",
+                               value=(cfg.linear_key_heads, cfg.linear_key_dim, cfg.linear_value_dim))
+    if cfg.expert_format not in ("", "mxfp4", "mxfp8", "fp8"):
+        raise ModelConfigError(f"{origin}: expert_format must be mxfp4, mxfp8 or fp8", rule="model-config-range",
+                               limit=("mxfp4", "mxfp8", "fp8"), value=cfg.expert_format)
     if cfg.is_moe and not (0 < cfg.top_k <= cfg.experts and cfg.moe_intermediate > 0):
         raise ModelConfigError(f"{origin}: an MoE model needs 0 < top_k <= experts and moe_intermediate > 0",
                                rule="model-config-range", limit=f"1..{cfg.experts}", value=cfg.top_k)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
-from .comm import DEFAULT_COMM, AlphaBetaComm, CommModel, default_comm
+from .comm import DEFAULT_COMM, CommModel, default_comm
 from .config import ModelConfig, load_model
 from .costing import Costing
-from .efficiency import Calibration, calibration_for
+from .efficiency import Calibration
 from .ops import OpCosts, RooflineOpCosts
-from .parallel import System, make_system
-from .precision import Precision, resolve
+from .precision import Precision
+from .system import SystemModel, make_system
 from .transformer import Layout
 
 
@@ -19,9 +19,9 @@ from .transformer import Layout
 class Context:
     """Resolved inputs of one estimate."""
     cfg: ModelConfig
-    system: System
+    system: SystemModel
     prec: Precision
-    roof: RooflineOpCosts
+    roof: Optional[RooflineOpCosts]
     costing: Costing
     comm: CommModel
     calib: Calibration
@@ -29,48 +29,44 @@ class Context:
     _comm_memo: dict = field(default_factory=dict)
 
     def layout(self, par, act_bytes: float = 2.0, weight_bytes: Optional[float] = None) -> Layout:
-        """The per-core Layout of a parallel plan in this context."""
+        """The per-rank Layout of a parallel plan in this context."""
         return Layout(tp=par.tp, sp=par.sp, ep=par.ep, cp=par.cp, pp=par.pp, mm_dtype=self.prec.op_dtype,
                       weight_bytes=self.prec.weight_bytes if weight_bytes is None else weight_bytes,
                       act_bytes=act_bytes)
 
     def comm_s(self, op: str, size: float, ranks) -> float:
-        """Calibrated seconds of one collective (memoised: a flow-level model may be slow)."""
+        """Seconds of one collective: one call into the system's collective model, nothing added
+        (memoised: a flow-level model may be slow)."""
         if len(ranks) <= 1 or size <= 0:
             return 0.0
         key = (op, float(size), tuple(ranks))
         t = self._comm_memo.get(key)
         if t is None:
-            # the calibrated fixed cost of launching one collective (runtime + synchronisation) comes on top
-            t = self.comm.time_s(op, size, list(ranks)) / self.calib.factor("comm") + self.calib.overhead_s
-            self._comm_memo[key] = t
+            t = self._comm_memo[key] = self.comm.time_s(op, size, list(ranks))
         return t
 
 
-def make_context(model: Union[str, ModelConfig], instance: str, nodes: int = 1, lnc: Optional[int] = None,
-                 precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
-                 comm: Union[None, str, CommModel] = None, hardware_file: Optional[str] = None,
-                 efficiency: Optional[Mapping[str, float]] = None) -> Context:
-    """Resolve every input of an estimate; defaults: roofline op costs and the fabric's comm."""
+def make_context(model: Union[str, ModelConfig], instance: Union[str, SystemModel], nodes: int = 1,
+                 lnc: Optional[int] = None, precision: str = "bf16", sparsity: Optional[str] = None,
+                 costs: Optional[OpCosts] = None, comm: Union[None, str, CommModel] = None,
+                 hardware_file: Optional[str] = None, efficiency: Optional[Mapping[str, float]] = None,
+                 training: bool = True) -> Context:
+    """Resolve every input of an estimate on any system (a catalog key or a ``SystemModel``); defaults: the
+    system's own op costs and its collective model."""
     cfg = model if isinstance(model, ModelConfig) else load_model(model)
-    system = make_system(instance, nodes, lnc, hardware_file)
-    prec = resolve(precision, sparsity, system.core, system.chip)
-    roof = RooflineOpCosts(system.core, system.chip, system.lnc, sparse_speedup=prec.sparse_speedup)
+    system = instance if not isinstance(instance, str) else make_system(instance, nodes, lnc, hardware_file)
+    prec = system.precision(precision, sparsity)
+    roof = system.roofline(prec)
     how = "roofline"
     if costs is None:
-        costs = roof
+        costs = system.op_costs(prec, training, efficiency)
     else:
         how = getattr(costs, "calibration_key", "simulated")
-    calib = calibration_for(system.target, how, efficiency)
+    calib = system.calibration(how, training, efficiency)
     if comm is None or isinstance(comm, str):
         comm = default_comm(system, hardware_file, comm or DEFAULT_COMM)
-    name = type(comm).__name__
-    if calib.comm_model and name != calib.comm_model:
-        from dataclasses import replace as _replace
-        calib = _replace(calib, note=(calib.note + "; " if calib.note else "") +
-                         f"calibrated with {calib.comm_model}, collectives now timed by {name}")
     return Context(cfg=cfg, system=system, prec=prec, roof=roof, costing=Costing(costs, roof, calib), comm=comm,
-                   calib=calib, comm_name=name)
+                   calib=calib, comm_name=type(comm).__name__)
 
 
-__all__ = ["AlphaBetaComm", "Context", "make_context"]
+__all__ = ["Context", "make_context"]

@@ -2,7 +2,7 @@
 the op's class, and remembers how each op was costed (simulated / interpolated / roofline)."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .efficiency import Calibration, op_class
 from .graph import OpGraph
@@ -12,7 +12,7 @@ from .ops import Op, OpCosts, RooflineOpCosts
 class Costing:
     """Memoised, calibrated op times for one estimate."""
 
-    def __init__(self, costs: OpCosts, roof: RooflineOpCosts, calib: Calibration):
+    def __init__(self, costs: OpCosts, roof: Optional[RooflineOpCosts], calib: Calibration):
         self.costs, self.roof, self.calib = costs, roof, calib
         self._memo: Dict[Op, tuple] = {}
         self.how: Dict[str, set] = {}
@@ -21,7 +21,8 @@ class Costing:
         e = self._memo.get(op)
         if e is None:
             t = self.costs.time(op)
-            cls = op_class(op, self.roof)
+            # a system whose factors live inside its op costs (a GPU) has no roofline to classify by
+            cls = op_class(op, self.roof) if self.roof is not None else op.kind
             e = (t.seconds / self.calib.factor(cls), cls, t.seconds)
             self._memo[op] = e
             self.how.setdefault(t.how, set()).add(op.name)

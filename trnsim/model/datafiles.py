@@ -17,7 +17,7 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 @functools.lru_cache(maxsize=8)
 def load(name: str) -> dict:
-    """A data file by stem ("estimator", "comm", "calibration") as a raw dict."""
+    """A data file by stem ("estimator", "calibration") as a raw dict."""
     with open(os.path.join(DATA_DIR, name + ".toml"), "rb") as f:
         return _toml.load(f)
 

@@ -2,9 +2,9 @@
 generation, calibrated only on the rows of ``data/calibration_rows.csv`` (see ``calibrate.py``).
 
 An op's time is divided by the factor of its class: ``compute`` (matmul / attention bound by TensorE),
-``memory`` (matmul / attention bound by HBM), ``vector`` (norms, softmax, elementwise, embedding,
-optimizer) and ``comm`` (every collective). Besides the factors, ``collective_overhead_s`` is a calibrated
-fixed cost added to every collective call (runtime launch and synchronisation).
+``memory`` (matmul / attention bound by HBM) and ``vector`` (norms, softmax, elementwise, embedding,
+optimizer). Collectives carry no model-side factor: their times, runtime constants included, are the
+fabric's (trnsim.fabric), as ``trnsim collective`` prints them.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Dict, Mapping, Optional
 from .datafiles import load
 from .ops import Op, RooflineOpCosts
 
-CLASSES = ("compute", "memory", "vector", "comm")
+CLASSES = ("compute", "memory", "vector")
 KINDS = ("train", "ttft", "tpot")
 
 
@@ -34,8 +34,6 @@ class Calibration:
     bands: Mapping[str, float]
     rows: tuple = ()
     note: str = ""
-    overhead_s: float = 0.0
-    comm_model: str = ""
 
     def factor(self, cls: str) -> float:
         """Efficiency factor of an op class (1.0 when not calibrated)."""
@@ -65,11 +63,7 @@ def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapp
     factors: Dict[str, float] = {c: float(entry.get(c, 1.0)) for c in CLASSES}
     if overrides:
         factors.update({k: float(v) for k, v in overrides.items() if k in CLASSES})
-    overhead = float(entry.get("collective_overhead_s", 0.0))
-    if overrides and "collective_overhead_s" in overrides:
-        overhead = float(overrides["collective_overhead_s"])
     bands = {k: float(entry.get(f"band_{k}", 0.5)) * scale for k in KINDS}
     if how not in data:
         note = (note + "; " if note else "") + f"no calibration for {how} op costs: the roofline factors are used"
-    return Calibration(factors=factors, bands=bands, rows=tuple(entry.get("rows", ())), note=note,
-                       overhead_s=overhead, comm_model=str(entry.get("comm_model", "")))
+    return Calibration(factors=factors, bands=bands, rows=tuple(entry.get("rows", ())), note=note)

@@ -1,8 +1,9 @@
 """The model layer's public face: training and inference estimates, the zoo, parameter counts.
 
-``estimate_training`` / ``estimate_inference`` take ``costs: OpCosts`` (default: roofline from the catalog;
-the api layer injects ``SimulatedOpCosts``) and ``comm: CommModel`` (default: the alpha-beta placeholder the
-calibration was fitted with; ``"fabric"`` picks trnsim.fabric's flow-level model).
+``estimate_training`` / ``estimate_inference`` take any system (a Trainium instance or UltraServer, a GPU
+system: ``system.make_system``), ``costs: OpCosts`` (default: the system's own; the api layer injects
+``SimulatedOpCosts`` on Trainium) and ``comm`` (default: the system's collective model, trnsim.fabric's closed
+forms with its runtime constants; ``"fabric-sim"`` its flow simulator).
 """
 from __future__ import annotations
 

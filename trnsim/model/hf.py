@@ -1,6 +1,9 @@
 """Hugging Face ``config.json`` <-> ModelConfig, key by key, for the families the estimator knows.
 
-Families: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gpt2, gpt_neox, bert.
+Families: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gpt2, gpt_neox, bert, and the
+serving families of ``hf_families``: llama4 (interleaved MoE layers, shared expert, chunked attention),
+gpt_oss (sliding-window layers, attention sinks, MXFP4 experts), afmoe (shared-expert MoE, sliding-window
+layers), qwen3_next / qwen3_5 / qwen3_5_moe (hybrid gated-delta-rule linear attention).
 """
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ from typing import Any, Dict
 
 from .config import ModelConfig, ModelConfigError, validate
 
+from .hf_families import NEW_FAMILIES, UNMODELLED, from_new_family
+
 LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3")
-FAMILIES = LLAMA_LIKE + ("gpt2", "gpt_neox", "bert")
+FAMILIES = LLAMA_LIKE + ("gpt2", "gpt_neox", "bert") + NEW_FAMILIES
 
 
 def _get(d: Dict[str, Any], key: str, origin: str, kind=int, default=None):
@@ -35,6 +40,11 @@ def from_hf_config(d: Dict[str, Any], name: str = "model", origin: str = "config
         raise ModelConfigError(f"{origin}: a config.json must hold a JSON object", rule="model-config-type",
                                value=type(d).__name__)
     mt = _get(d, "model_type", origin, str)
+    if mt in UNMODELLED:
+        raise ModelConfigError(f"{origin}: model_type {mt!r} cannot be modelled: trnsim has no model of "
+                               f"{UNMODELLED[mt]}", rule="model-config-family", limit=FAMILIES, value=mt)
+    if mt in NEW_FAMILIES:
+        return from_new_family(d, mt, name, origin, _get)
     if mt not in FAMILIES:
         raise ModelConfigError(f"{origin}: model_type {mt!r} is not supported", rule="model-config-family",
                                limit=FAMILIES, value=mt)

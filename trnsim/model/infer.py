@@ -14,6 +14,7 @@ from .memory import GIB, fit_error, inference_memory
 from .ops import OpCosts
 from .parallel import Parallel, ParallelError, group_ranks, resolve
 from .results import InferenceEstimate
+from .system import SystemModel
 from .transformer import inference_graph
 
 
@@ -45,17 +46,16 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int) -> int:
-    """Fewest chips whose HBM holds the weights, the KV cache and each core's runtime reserve."""
+    """Fewest chips (GPUs) whose HBM holds the weights, the KV cache and each rank's runtime reserve."""
     from .memory import kv_cache_bytes
     from .params import count_params
     weights = count_params(cfg).total * weight_bytes
     kv = kv_cache_bytes(cfg, Parallel(), batch, ctx_len, float(figure("estimator", "inference.kv_bytes")))
-    chip = ctx.system.chip
-    usable = chip.hbm_bytes - chip.cores * float(figure("estimator", "memory.reserved_bytes_per_core"))
-    return max(1, math.ceil((weights + kv) / usable))
+    reserved = float(figure("estimator", "memory.reserved_bytes_per_core", ctx.system.memory_overrides()))
+    return max(1, math.ceil((weights + kv) / ctx.system.usable_chip_bytes(reserved)))
 
 
-def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48xlarge", nodes: int = 1,
+def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn2.48xlarge", nodes: int = 1,
                        tp: int = 1, pp: int = 1, ep: int = 1, sp: bool = False, lnc: Optional[int] = None,
                        batch: int = 1,
                        input_len: int = 128, output_len: int = 128, precision: str = "bf16",
@@ -66,9 +66,11 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
                        efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True
                        ) -> InferenceEstimate:
     """TTFT, TPOT and output tokens/s of ``batch`` requests (``input_len`` prompt, ``output_len`` new tokens)
-    served by one replica of tp x pp (x ep) logical cores; with ``rate``, continuous batching of a request mix."""
+    served by one replica of tp x pp (x ep) ranks of any system (a Trainium instance or UltraServer, a GPU
+    system); with ``rate``, continuous batching of a request mix."""
     t0 = time.perf_counter()
-    ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
+    ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,
+                       training=False)
     cfg, system = ctx.cfg, ctx.system
     if min(batch, input_len, output_len) < 1:
         raise ParallelError("batch, input and output lengths must be positive", rule="batch", limit=">= 1",
@@ -80,19 +82,21 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
     par = replace(par, dp=1)
     if tp * pp > system.cores:
-        raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} logical NeuronCores of "
-                            f"{system.nodes} x {system.instance.key} at LNC={system.lnc}", rule="parallel-cores",
+        unit = f"logical NeuronCores at LNC={system.lnc}" if system.rank_name == "NeuronCore" else "GPUs"
+        raise ParallelError(f"tp x pp = {tp * pp} exceeds the {system.cores} {unit} of "
+                            f"{system.nodes} x {system.key}", rule="parallel-cores",
                             limit=system.cores, value=tp * pp)
     ctx_len = input_len + output_len
     mem = inference_memory(cfg, par, batch, ctx_len, ctx.prec.weight_bytes, float(system.hbm_bytes_per_core),
-                           prompt=input_len)
+                           prompt=input_len, overrides=system.memory_overrides())
     need = chips_needed(cfg, ctx.prec.weight_bytes, ctx, batch, ctx_len)
     if check_memory and not mem.fits:
         sugg = [f"--tp {t}" for t in (tp * 2, tp * 4) if t <= system.cores and cfg.heads % t == 0][:1]
         if ctx.prec.name == "bf16":
             sugg.append("--precision fp8")
-        raise fit_error(mem, sugg + [f"at least {need} chips"],
-                        f"serving {cfg.name} (batch {batch}, context {ctx_len}) with tp={tp} pp={pp}")
+        raise fit_error(mem, sugg + [f"at least {need} {'GPUs' if system.rank_name == 'GPU' else 'chips'}"],
+                        f"serving {cfg.name} on {system.key} (batch {batch}, context {ctx_len}) with tp={tp} "
+                        f"pp={pp}", system.rank_name)
     prefill = step_seconds(ctx, par, batch, input_len, input_len, decode=False)
     # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
     decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True)
@@ -106,7 +110,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: str = "trn2.48x
     notes.append(f"collectives timed by {ctx.comm_name}")
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
     return InferenceEstimate(
-        model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
+        model=cfg.name, instance=system.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp,
         parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp), precision=ctx.prec.name, batch=batch, input_len=input_len,
         output_len=output_len, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3, output_tokens_per_s=batch / tpot,
         memory_per_core_gib=mem.total / GIB, kv_cache_gib=mem.kv_cache / GIB, memory=mem.to_dict(),

@@ -100,8 +100,10 @@ def shard_degree(par: Parallel, shard_over_cp: bool) -> int:
 
 
 def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
-                               act: float, moe: bool = False) -> float:
-    """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix)."""
+                               act: float, moe: bool = False, mm_in: Optional[float] = None) -> float:
+    """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix).
+    ``mm_in``: bytes per saved linear-layer input (fp8 recipes keep the fp8 cast; default ``act``)."""
+    mm_in = act if mm_in is None else mm_in
     fp32 = float(figure("estimator", "training.fp32_bytes"))
     tp = par.tp
     T = micro_batch * seq / par.cp
@@ -117,10 +119,13 @@ def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int
         kvh = max(1.0, cfg.n_kv / tp)
         qkv = T * (heads + 2 * kvh) * cfg.hd * act
         attn_out = T * heads * cfg.hd * act + T * heads * fp32   # O and the fp32 log-sum-exp
-    a = 4 * Tsp * h * act + qkv                      # two norm inputs, two matmul inputs, Q/K/V
+    a = 2 * Tsp * h * act + 2 * Tsp * h * mm_in + qkv   # two norm inputs, two matmul inputs, Q/K/V
     if recompute != "selective":
         a += attn_out                                # selective re-runs the attention core
     mult = 3 if cfg.mlp == "swiglu" else 2
+    if mm_in != act:   # the down projection's input (one of the MLP's tensors) is kept in the fp8 cast
+        inter = cfg.moe_intermediate * cfg.top_k if moe else cfg.intermediate
+        a -= T * inter / tp * (act - mm_in)
     if moe:
         a += T * cfg.top_k * (h + mult * cfg.moe_intermediate / tp) * act + T * cfg.experts * fp32
         if cfg.shared_experts:
@@ -132,11 +137,12 @@ def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int
 
 def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
                     hbm_per_core: float, overrides: Optional[Mapping] = None, lora=None,
-                    framework=None) -> MemoryBreakdown:
+                    framework=None, mm_in_bytes: Optional[float] = None) -> MemoryBreakdown:
     """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights, laid out as
     ``framework`` (a ``frameworks.Framework``; None: the historical layout, ZeRO-1 over dp, fp32 grads) does
     at ZeRO stage ``par.zero``. With ``lora`` the base weights are frozen: only adapters have gradients and
-    optimizer state, while activations are kept for the backward pass as in full training."""
+    optimizer state, while activations are kept for the backward pass as in full training. ``mm_in_bytes``:
+    bytes of a saved linear-layer input (fp8 training keeps the fp8 cast)."""
     if recompute not in RECOMPUTE:
         raise ConfigError(f"unknown recompute option {recompute!r}", rule="recompute", limit=RECOMPUTE,
                           value=recompute)
@@ -172,8 +178,8 @@ def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int,
     n_dense, n_moe = layer_counts(cfg, par.pp, par.vp)
 
     def stage(rc: str) -> float:
-        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False)
-                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True))
+        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False, mm_in_bytes)
+                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True, mm_in_bytes))
     per_stage, per_stage_none = stage(recompute), stage("none")
     one_layer = activation_bytes_per_layer(cfg, par, micro_batch, seq, "none", act, cfg.moe_layers > 0)
     T = micro_batch * seq / par.cp
@@ -218,10 +224,11 @@ def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weig
                            reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
 
 
-def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str) -> MemoryFitError:
-    """The error for a layout that does not fit, with the numbers and what to try."""
+def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
+    """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
+    GPU)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
         "no layout tried fits: use more nodes, a larger instance or a smaller model"
-    return MemoryFitError(f"{what} needs {need:.1f} GiB per NeuronCore, has {have:.0f} GiB; {hint}",
+    return MemoryFitError(f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB; {hint}",
                           limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)

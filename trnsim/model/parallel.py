@@ -1,74 +1,16 @@
 """Parallel layouts: degrees (TP, PP with virtual stages, DP, ZeRO-1, SP, CP, EP), their rules, and
 the mapping of groups onto ranks (TP innermost in the fastest domain, then CP, PP, DP outermost).
 
-Ranks are logical NeuronCores, as the Neuron libraries count them: 32 on a trn1.32xlarge, 64 on a
-trn2.48xlarge with LNC=2.
+Ranks are what the frameworks count (``system.SystemModel``): logical NeuronCores on Trainium (32 on a
+trn1.32xlarge, 64 on a trn2.48xlarge with LNC=2), GPUs on a GPU system.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import List, Optional
 
-from ..errors import ConfigError
-from ..hardware import load_catalog
-from ..hardware.schema import ChipSpec, CoreSpec, InstanceSpec
 from .config import ModelConfig
-
-
-class ParallelError(ConfigError):
-    """Parallel degrees that do not divide the model or the machine."""
-    rule = "parallel"
-
-
-@dataclass(frozen=True)
-class System:
-    """The machine an estimate runs on: ``nodes`` instances of one kind, at one LNC setting."""
-    instance: InstanceSpec
-    chip: ChipSpec
-    core: CoreSpec
-    nodes: int = 1
-    lnc: int = 1
-
-    @property
-    def cores_per_chip(self) -> int:
-        """Logical NeuronCores per chip."""
-        return self.chip.cores // self.lnc
-
-    @property
-    def cores_per_node(self) -> int:
-        """Logical NeuronCores per instance."""
-        return self.cores_per_chip * self.instance.chips
-
-    @property
-    def cores(self) -> int:
-        """Logical NeuronCores of the whole system."""
-        return self.cores_per_node * self.nodes
-
-    @property
-    def hbm_bytes_per_core(self) -> int:
-        """HBM bytes of one logical NeuronCore."""
-        return self.chip.hbm_bytes // self.chip.cores * self.lnc
-
-    @property
-    def target(self) -> str:
-        """trn1 / trn2 / trn3."""
-        return self.chip.target
-
-
-def make_system(instance: str, nodes: int = 1, lnc: Optional[int] = None,
-                hardware_file: Optional[str] = None) -> System:
-    """A System from an instance name; LNC defaults to 2 where the core supports it (Neuron's trn2 default)."""
-    cat = load_catalog(hardware_file)
-    inst = cat.instance(instance)
-    chip = cat.chips[inst.chip]
-    core = cat.cores[chip.core]
-    lnc = max(core.lnc) if lnc is None else int(lnc)
-    if lnc not in core.lnc:
-        raise ParallelError(f"LNC={lnc} is not available on {chip.name}", rule="lnc", limit=list(core.lnc),
-                            value=lnc)
-    if nodes < 1:
-        raise ParallelError("--nodes must be at least 1", rule="nodes", limit=">= 1", value=nodes)
-    return System(instance=inst, chip=chip, core=core, nodes=int(nodes), lnc=lnc)
+from .system import ParallelError, System, SystemModel, make_system
 
 
 @dataclass(frozen=True)
@@ -97,8 +39,9 @@ def _bad(msg: str, rule: str, limit, value, hint: Optional[str] = None):
     raise ParallelError(msg, rule=rule, limit=limit, value=value, hint=hint)
 
 
-def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int] = None) -> Parallel:
+def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optional[int] = None) -> Parallel:
     """Fill in dp and check every divisibility rule against the model and the machine."""
+    unit = "logical NeuronCores" if system.rank_name == "NeuronCore" else f"{system.rank_name}s"
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
             _bad(f"--{k} must be at least 1", f"parallel-{k}", ">= 1", getattr(par, k))
@@ -106,12 +49,12 @@ def resolve(par: Parallel, cfg: ModelConfig, system: System, ranks: Optional[int
         _bad("--zero must be 0, 1, 2 or 3 (ZeRO stage)", "parallel-zero", (0, 1, 2, 3), par.zero)
     total = system.cores if ranks is None else ranks
     if total % par.model_parallel:
-        _bad(f"tp x pp x cp = {par.model_parallel} does not divide the {total} logical NeuronCores",
+        _bad(f"tp x pp x cp = {par.model_parallel} does not divide the {total} {unit}",
              "parallel-cores", f"a divisor of {total}", par.model_parallel)
     dp = par.dp or total // par.model_parallel
     if par.model_parallel * dp != total:
-        _bad(f"tp x pp x cp x dp = {par.model_parallel * dp} but the system has {total} logical NeuronCores "
-             f"({system.nodes} x {system.instance.key}, LNC={system.lnc})", "parallel-cores", total,
+        _bad(f"tp x pp x cp x dp = {par.model_parallel * dp} but the system has {total} {unit} "
+             f"({system.nodes} x {system.key}" + (f", LNC={system.lnc})" if system.rank_name == "NeuronCore" else ")"), "parallel-cores", total,
              par.model_parallel * dp, hint=f"use --dp {total // par.model_parallel} or change --nodes")
     if cfg.heads % par.tp:
         _bad(f"tp={par.tp} does not divide the {cfg.heads} attention heads of {cfg.name}", "parallel-tp-heads",
@@ -159,3 +102,6 @@ def group_ranks(par: Parallel, kind: str) -> List[int]:
               "ep": par.tp * par.cp * par.pp}[kind]
     size = {"tp": par.tp, "cp": par.cp, "pp": par.pp, "dp": par.dp, "ep": par.ep}[kind]
     return [i * stride for i in range(size)]
+
+
+__all__ = ["Parallel", "ParallelError", "System", "check_batch", "group_ranks", "make_system", "resolve"]

@@ -17,12 +17,25 @@ def attention_params(cfg: ModelConfig) -> int:
             + cfg.kv_lora_rank * cfg.heads * (cfg.qk_nope_head_dim + cfg.v_head_dim)
         return q + kv + cfg.heads * cfg.v_head_dim * h
     q, kv = cfg.heads * cfg.hd, cfg.n_kv * cfg.hd
-    p = h * (q + 2 * kv) + q * h
+    p = h * (q * (2 if cfg.attn_output_gate else 1) + 2 * kv) + q * h
     if cfg.bias:
         p += q + 2 * kv + h
     if cfg.qk_norm:
         p += 2 * cfg.hd
+    if cfg.attention_sinks:
+        p += cfg.heads
     return p
+
+
+def linear_attention_params(cfg: ModelConfig) -> int:
+    """Weights of one gated-delta-rule linear-attention block: Q/K/V/Z and the beta/alpha gates in, the
+    causal convolution over Q/K/V, the output projection and its gated norm."""
+    h = cfg.hidden
+    k = cfg.linear_key_heads * cfg.linear_key_dim
+    v = cfg.linear_value_heads * cfg.linear_value_dim
+    proj_in = h * (2 * k + 2 * v + 2 * cfg.linear_value_heads)
+    conv = (2 * k + v) * cfg.linear_conv
+    return proj_in + conv + v * h + cfg.linear_value_dim + 2 * cfg.linear_value_heads
 
 
 def dense_mlp_params(cfg: ModelConfig, intermediate: int) -> int:
@@ -36,7 +49,8 @@ def dense_mlp_params(cfg: ModelConfig, intermediate: int) -> int:
 def moe_params(cfg: ModelConfig) -> tuple:
     """(total, active per token) weights of one MoE layer: routed experts, shared experts, router."""
     expert = dense_mlp_params(cfg, cfg.moe_intermediate)
-    shared = cfg.shared_experts * expert
+    shared = dense_mlp_params(cfg, cfg.shared_expert_intermediate) if cfg.shared_expert_intermediate \
+        else cfg.shared_experts * expert
     router = cfg.hidden * cfg.experts
     return cfg.experts * expert + shared + router, cfg.top_k * expert + shared + router
 
@@ -91,7 +105,10 @@ def count_params(cfg: ModelConfig) -> ParamCount:
         expert = dense_mlp_params(cfg, cfg.moe_intermediate)
     n_dense = cfg.layers - cfg.moe_layers
     emb, head = embedding_params(cfg), head_params(cfg)
-    total = emb + head + n_dense * dense + cfg.moe_layers * moe_total
-    active = emb + head + n_dense * dense + cfg.moe_layers * moe_active
+    # hybrid models: the linear-attention layers carry their own projections instead of attention's
+    n_linear = sum(1 for k in cfg.layer_kinds() if k[1] == "linear")
+    swap = n_linear * (linear_attention_params(cfg) - attn) if n_linear else 0
+    total = emb + head + n_dense * dense + cfg.moe_layers * moe_total + swap
+    active = emb + head + n_dense * dense + cfg.moe_layers * moe_active + swap
     return ParamCount(total=total, active=active, embedding=emb, head=head, per_dense_layer=dense,
                       per_moe_layer=moe_total, per_moe_layer_active=moe_active, expert=expert, attention=attn)

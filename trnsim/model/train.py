@@ -16,6 +16,7 @@ from .memory import (GIB, adapter_params_per_core, expert_params_per_core, fit_e
                      training_memory)
 from .ops import OpCosts
 from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
+from .system import SystemModel
 from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
 
@@ -106,13 +107,14 @@ def _zero3_gathers(ctx: Context, par: Parallel, p_dense: float, m: int, window: 
                                      overlapped=hidden, group="dp")}
 
 
-def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int, recompute: str,
-             hbm: float, lora=None, fw=None, overrides: Optional[Mapping] = None) -> List[str]:
+def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq: int, recompute: str,
+             hbm: float, lora=None, fw=None, overrides: Optional[Mapping] = None,
+             mm_in: Optional[float] = None) -> List[str]:
     """Layouts near ``par`` that fit, fewest changes first: a higher ZeRO stage (the framework setting that
     shards gradients, then weights), larger TP or PP, selective or full recompute."""
     def doubles(x: int, per: int) -> List[int]:
         out, v = [x], x * 2
-        while v * per <= sys_cores:
+        while v * per <= system.cores:
             out.append(v)
             v *= 2
         return out
@@ -126,12 +128,12 @@ def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int,
                 for rc in sorted({recompute, "selective", "full"}, key=lambda r: (r != recompute, r == "full")):
                     cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
                     try:
-                        cand = resolve(cand, cfg, _Cores(sys_cores))
+                        cand = resolve(cand, cfg, system)
                     except ParallelError:
                         continue
                     if zero and cand.dp == 1:
                         continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides, lora, fw).fits:
+                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides, lora, fw, mm_in).fits:
                         continue
                     flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
                                              (zero_names.get(zero, ""), zero != par.zero),
@@ -139,12 +141,6 @@ def _suggest(cfg: ModelConfig, par: Parallel, sys_cores: int, mb: int, seq: int,
                     found.append((len(flags), tp * pp, zero, " ".join(flags)))   # settings before layouts
     found.sort()
     return [f for *_, f in found[:2]]
-
-
-class _Cores:
-    """Just enough of a System for ``resolve`` to count cores."""
-    def __init__(self, cores: int):
-        self.cores = cores
 
 
 def _framework_settings(fw, par: Parallel, sp, zero, recompute):
@@ -158,7 +154,8 @@ def _framework_settings(fw, par: Parallel, sp, zero, recompute):
     return check_zero(int(zero)), bool(sp), (recompute or fw.recompute), chosen
 
 
-def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xlarge", nodes: int = 1,
+def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge",
+                      nodes: int = 1,
                       tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: Optional[bool] = None, zero: Optional[int] = None, lnc: Optional[int] = None,
                       seq: int = 2048, global_batch: int = 0, micro_batch: int = 1, recompute: Optional[str] = None,
@@ -168,12 +165,13 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
                       framework: Optional[str] = None, lora_rank: Optional[int] = None,
                       lora_targets: Union[None, str, Sequence[str]] = None) -> TrainingEstimate:
     """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``,
-    laid out as ``framework`` lays it out (NeuronX Distributed by default: ZeRO-1, sequence parallel,
+    (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``), laid out as
+    ``framework`` lays it out (NeuronX Distributed by default on Trainium, Megatron on GPUs: ZeRO-1, sequence parallel,
     selective recompute, each switchable). ``lora_rank`` > 0: LoRA fine-tuning of a frozen base model."""
     t0 = time.perf_counter()
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
-    fw = get_framework(framework, overrides=overrides)
+    fw = get_framework(framework, gpu=system.rank_name != "NeuronCore", overrides=overrides)
     lora = make_lora(lora_rank, lora_targets)
     base = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=False, zero=0), cfg, system)
     zero, sp, recompute, chosen = _framework_settings(fw, base, sp, zero, recompute)
@@ -182,13 +180,24 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     par = resolve(replace(base, sp=sp, zero=zero), cfg, system)
     global_batch = global_batch or par.dp * micro_batch
     m = check_batch(par, seq, global_batch, micro_batch)
+    user = dict(overrides or {})
+    overrides = {**system.memory_overrides(), **user}
+    # the framework's reserve replaces the system's default one; a reserve the caller passes wins over both
+    mem_over = {k: v for k, v in overrides.items() if k != "memory.reserved_bytes_per_core" or k in user}
     f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
     hbm = float(system.hbm_bytes_per_core)
-    mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, overrides, lora, fw)
+    mm_in = f("training.fp8_matmul_input_bytes") if ctx.prec.name != "bf16" else None
+    mem = training_memory(cfg, par, micro_batch, seq, recompute, hbm, mem_over, lora, fw, mm_in)
+    escalated = ""
+    if not mem.fits and not chosen["recompute"] and recompute != "full":
+        # the recipes switch to full recompute when the default does not fit; say so rather than refuse
+        full = training_memory(cfg, par, micro_batch, seq, "full", hbm, mem_over, lora, fw, mm_in)
+        if full.fits:
+            escalated, recompute, mem = recompute, "full", full
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system.cores, micro_batch, seq, recompute, hbm, lora, fw,
-                                               overrides),
-                        f"training {cfg.name} with tp={par.tp} pp={par.pp} dp={par.dp} zero={par.zero}")
+        raise fit_error(mem, _suggest(cfg, par, system, micro_batch, seq, recompute, hbm, lora, fw, mem_over, mm_in),
+                        f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
+                        f"zero={par.zero}", system.rank_name)
 
     lay = ctx.layout(par, act_bytes=f("training.activation_bytes"), weight_bytes=f("training.weight_bytes"))
     p_local = params_per_core(cfg, par)
@@ -223,7 +232,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     tokens = global_batch * seq
     model_flops = _model_flops(cfg, seq) * tokens
     hw_flops = model_flops + (graph.flops("recompute") * m * par.tp * par.cp * par.pp * par.dp)
-    peak = _stated_peak_per_core(ctx)
+    peak = system.peak_flops_per_rank(ctx.prec)
     mfu = model_flops / (step * system.cores * peak)
     breakdown = {"forward": fwd * m, "backward": bwd * m, "recompute": rec * m, "embedding_and_head": head * m,
                  "optimizer": opt, "pipeline_bubble": bubble, "fixed_step": fixed,
@@ -232,6 +241,9 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     band = ctx.calib.band("train")
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(defaults_note(fw, par.zero, par.sp, recompute, chosen))
+    if escalated:
+        notes.append(f"{fw.label}'s default {escalated} recompute does not fit; full recompute is used "
+                     f"(choose with --recompute)")
     if fixed:
         notes.append(f"fixed per-step cost {fixed:.2f} s ({fw.label} on {system.target}; frameworks.toml)")
     if lora:
@@ -242,7 +254,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: str = "trn1.32xl
     par_d = par.to_dict()
     par_d.update(framework=fw.name, lora=lora.to_dict() if lora else None)
     return TrainingEstimate(
-        model=cfg.name, instance=system.instance.key, nodes=system.nodes, lnc=system.lnc, cores=system.cores,
+        model=cfg.name, instance=system.key, nodes=system.nodes, lnc=system.lnc, cores=system.cores,
         parallel=par_d, precision=ctx.prec.name, seq=seq, global_batch=global_batch,
         micro_batch=micro_batch, micro_batches=m, recompute=recompute, step_time_s=step,
         seq_per_s=global_batch / step, tokens_per_s=tokens / step, mfu=mfu,
@@ -267,10 +279,3 @@ def _model_flops(cfg: ModelConfig, seq: int) -> float:
     # forward + backward (x3) of the two attention matmuls (QK^T, PV) at 2 FLOPs per multiply-add
     attn = 3.0 * 2.0 * cfg.layers * cfg.heads * hd_sum * seq * frac
     return dense + attn
-
-
-def _stated_peak_per_core(ctx: Context) -> float:
-    """Vendor-stated dense peak of one logical core in the run's precision (MFU's denominator)."""
-    pf, chip = ctx.system.chip.peak_flops, ctx.system.chip
-    rate = {"bf16": pf.bf16, "fp8": pf.fp8 or pf.bf16, "mxfp8": pf.mxfp8, "mxfp4": pf.mxfp8}[ctx.prec.name]
-    return (rate or pf.bf16) / chip.cores * ctx.system.lnc

@@ -6,30 +6,13 @@ level the ranks span, the buffer shrinking level by level; figures from ``data/e
 """
 from __future__ import annotations
 
-import os
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
-from .datafile import read_toml_file, unwrap_figures
+from .efficiency import estimator_figures
 from .systems import GpuCatalog, GpuSystemSpec, load_gpu_catalog
 
-
-
-ESTIMATOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "estimator.toml")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send-recv", "broadcast")
-
-
-def estimator_figures(overrides: Optional[Mapping[str, float]] = None) -> dict:
-    """``data/estimator.toml`` as ``{"comm.nvlink_latency_s": value, ...}``, with ``overrides`` on top."""
-    prov: dict = {}
-    raw = unwrap_figures(read_toml_file(ESTIMATOR_FILE, "gpu-estimator-file"), "", ESTIMATOR_FILE, prov)
-    flat = {f"{sect}.{k}": v for sect, t in raw.items() for k, v in t.items()}
-    for k, v in (overrides or {}).items():
-        if k not in flat:
-            raise ConfigError(f"unknown GPU estimator figure {k!r}", rule="gpu-estimator-figure",
-                              limit=sorted(flat), value=k)
-        flat[k] = float(v)
-    return flat
 
 
 class GpuComm:

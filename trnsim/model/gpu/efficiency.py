@@ -17,6 +17,7 @@ from .systems import PRECISIONS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 EFFICIENCY_FILE = os.path.join(DATA, "efficiency.toml")
+ESTIMATOR_FILE = os.path.join(DATA, "estimator.toml")
 MEMORY_KINDS = ("norm", "softmax", "elementwise", "embedding", "optimizer")
 OVERRIDE_KEYS = ("matmul", "attention", "memory", "kernel_overhead_s")
 
@@ -125,3 +126,16 @@ def load_efficiency(gpu: Optional[str] = None, path: Optional[str] = None) -> Ef
     """The efficiency table for ``gpu`` from ``path`` (default: the built-in efficiency.toml)."""
     p = os.path.abspath(path) if path else EFFICIENCY_FILE
     return parse_efficiency(_raw(p), p, gpu)
+
+
+def estimator_figures(overrides: Optional[Mapping[str, float]] = None) -> dict:
+    """``data/estimator.toml`` as ``{"training.error_band": value, ...}``, with ``overrides`` on top."""
+    prov: dict = {}
+    raw = unwrap_figures(read_toml_file(ESTIMATOR_FILE, "gpu-estimator-file"), "", ESTIMATOR_FILE, prov)
+    flat = {f"{sect}.{k}": v for sect, t in raw.items() for k, v in t.items()}
+    for k, v in (overrides or {}).items():
+        if k not in flat:
+            raise ConfigError(f"unknown GPU estimator figure {k!r}", rule="gpu-estimator-figure",
+                              limit=sorted(flat), value=k)
+        flat[k] = float(v)
+    return flat

@@ -1,6 +1,6 @@
 """Re-fit the GPU op-level efficiency scale on shared/calibration/gpus.csv rows with the full estimator.
 
-The lumped step factors of efficiency.toml hold communication and pipeline bubbles; ``estimate_gpu_training``
+The lumped step factors of efficiency.toml hold communication and pipeline bubbles; ``estimate_training``
 costs those itself, so a scale on the tensor factors is fitted such that the estimator's best layout for
 each row reproduces the published step time (geometric mean over the rows of one precision).
 """
@@ -13,7 +13,8 @@ from typing import Dict, List, Mapping, Optional
 
 from ...errors import ConfigError
 from .calibration import load_runs
-from .estimate import estimate_gpu_training
+from ..train import estimate_training
+from .system import gpu_system
 
 GRID = dict(tp=(1, 2, 4, 8), pp=(1, 2, 4, 8), cp=(1, 2), recompute=("none", "selective", "full"))
 PREC_KEY = {"bf16": "training.matmul_bf16_scale", "fp8": "training.matmul_fp8_scale"}
@@ -44,10 +45,11 @@ def best_step(model: str, system: str, nodes: int, seq: int, gb: int, precision:
               figures: Optional[Mapping[str, float]] = None):
     """The fastest step of the small layout grid that fits; None when none fits."""
     best = None
+    gs = gpu_system(system, nodes, figures=figures)
     for tp, pp, cp, rc in itertools.product(*GRID.values()):
         try:
-            e = estimate_gpu_training(model, system, nodes, tp=tp, pp=pp, cp=cp, zero=1, sp=tp > 1, seq=seq,
-                                      global_batch=gb, recompute=rc, precision=precision, figures=figures)
+            e = estimate_training(model, gs, tp=tp, pp=pp, cp=cp, zero=1, sp=tp > 1, seq=seq,
+                                  global_batch=gb, recompute=rc, precision=precision)
         except ConfigError:
             continue
         if best is None or e.step_time_s < best.step_time_s:
