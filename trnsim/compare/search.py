@@ -89,8 +89,13 @@ class _Estimator:
             par = resolve(Parallel(tp=tp, pp=pp, zero=1, sp=tp > 1), self.cfg, s)
         except ParallelError:
             return False
-        return training_memory(self.cfg, par, 1, self.w.seq, rc, float(s.hbm_bytes_per_core),
-                               s.memory_overrides()).fits
+        from ..model.frameworks import get_framework
+        from ..model.lora import make_lora
+        fw = get_framework(self.w.framework, gpu=s.rank_name != "NeuronCore")
+        lora = make_lora(self.w.lora_rank, self.w.lora_targets) if self.w.lora else None
+        over = {k: v for k, v in s.memory_overrides().items() if k != "memory.reserved_bytes_per_core"}
+        return training_memory(self.cfg, par, 1, self.w.seq, rc, float(s.hbm_bytes_per_core), over, lora,
+                               fw).fits
 
     def estimate(self, nodes: int, tp: int, pp: int, rc: str):
         """One training-step estimate of the layout (memory already checked)."""
@@ -100,7 +105,7 @@ class _Estimator:
         gb = max(1, math.ceil(self.w.batch_tokens / self.w.seq / dp)) * dp
         return estimate_training(self.cfg, self.system(nodes), tp=tp, pp=pp, zero=1 if dp > 1 else 0, sp=tp > 1,
                                  seq=self.w.seq, global_batch=gb, recompute=rc, precision=self.w.precision,
-                                 check_memory=False)
+                                 check_memory=False, framework=self.w.framework, **self.w.lora)
 
 
 def _best_at(est: _Estimator, nodes: int):
@@ -153,6 +158,9 @@ def search_training(ref: SystemRef, w: Workload) -> Choice:
     cfgd = {**{k: best.parallel[k] for k in ("tp", "pp", "dp", "cp", "sp", "zero")}, "recompute": best.recompute,
             "global_batch": best.global_batch, "seq": best.seq, "precision": best.precision,
             "lnc": best.lnc, "nodes": nodes}
+    for k in ("framework", "lora"):   # named when the estimator reports them
+        if best.parallel.get(k):
+            cfgd[k] = best.parallel[k] if k != "lora" else f"r{best.parallel[k]['rank']}:{','.join(best.parallel[k]['targets'])}"
     metrics = {"tokens_per_s": best.tokens_per_s, "step_time_s": best.step_time_s, "mfu": best.mfu,
                "memory_per_core_gib": best.memory_per_core_gib, "accelerators": best.cores}
     return Choice(system=ref, config=cfgd, instances=nodes, time_s=time_s, tokens=w.total_tokens, busy=1.0,
@@ -222,7 +230,7 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
 def choose(ref: SystemRef, w: Workload) -> Choice:
     """The configuration of ``ref`` for ``w`` by this module's search (fast: a compare of eight systems takes
     about a second); ``choose_with_planner`` asks ``trnsim.plan`` instead where it can answer."""
-    return search_training(ref, w) if w.task == "train" else search_inference(ref, w)
+    return search_training(ref, w) if w.task in ("train", "finetune") else search_inference(ref, w)
 
 
 def choose_with_planner(ref: SystemRef, w: Workload) -> Choice:

@@ -119,3 +119,14 @@ def adapter_matmuls(cfg: ModelConfig, lora: Lora, T: int, tp: int, moe: bool = F
         out.append((f"lora.{t}.a", m, d_in, lora.rank, batch))
         out.append((f"lora.{t}.b", m, lora.rank, d_out, batch))
     return out
+
+
+def adapters_for_matmul(op, rank: int) -> list:
+    """Forward adapter matmuls (x A, then (x A) B) for one weight matmul of a captured graph, whose targets
+    are not named: PEFT's ``all-linear`` choice, an adapter on every linear layer."""
+    from .ops import Op
+    a = op.bytes / max(1.0, op.batch * (op.m * op.k + op.k * op.n + op.m * op.n)) if op.bytes else 2.0
+    mk = lambda name, m, k, n: Op(kind="matmul", name=f"{op.name}.{name}", dtype=op.dtype, m=m, k=k, n=n,  # noqa: E731
+                                  batch=op.batch, flops=2.0 * m * k * n * op.batch,
+                                  bytes=op.batch * (m * k + k * n + m * n) * a)
+    return [mk("lora_a", op.m, op.k, rank), mk("lora_b", op.m, rank, op.n)]
