@@ -1,8 +1,10 @@
 """Collectives: calibration rows predicted vs published, and how fast the fabric simulator runs.
 
-1. bench/data/collectives.csv (copied from shared/calibration/collectives.csv, rows C023-C030: a
-   32-rank all-gather on trn1.32xlarge from the nccom-test guide) predicted vs published, with the error.
-   busbw is compared in GiB/s, the unit the guide prints.
+1. The calibration rows predicted vs published, with |error| now and before the runtime calibration
+   (bench/data/collectives_before.json) and the median per generation: bench/data/collectives.csv (copy of
+   shared/calibration/collectives.csv: trn1 32-rank all-gather on one instance, 64-rank all-reduce on two)
+   and bench/data/collectives_trn2.csv (the trn2 collective rows of shared/calibration/found-2026-11.csv,
+   transcribed with the system each is read on).  busbw of the trn1 guide is in GiB/s, the unit it prints.
 2. Wall time to simulate an all-reduce over 1,024 chips (64 x trn2.48xlarge; target < 1 s) and over
    1,048,576 chips (65,536 x trn2.48xlarge, hierarchically; target < 10 s).
 3. The fast path the model layer uses (FabricComm, closed forms per algorithm): time per call for a new
@@ -10,7 +12,8 @@
 4. All-reduce at the fabric's nominal link rate and with its runtime constants (what the estimators charge).
 
     python bench/collectives.py [--json]
-    python bench/collectives.py --fit     # re-derive fabric.toml's [runtime.trn1] from the time rows
+    python bench/collectives.py --calibration   # only the calibration rows
+    python bench/collectives_fit.py             # re-derive fabric.toml's [runtime.trn1] and [runtime.trn2]
 """
 import argparse
 import csv
@@ -25,58 +28,78 @@ DATA = os.path.join(HERE, "data", "collectives.csv")
 GiB = 2 ** 30
 
 
+TRN2 = os.path.join(HERE, "data", "collectives_trn2.csv")
+BEFORE = os.path.join(HERE, "data", "collectives_before.json")
+SWEEP = [2.0 ** k for k in range(10, 31)]
+# rows the runtime constants were solved from (bench/collectives_fit.py); the others are held out
+FITTED = {"C023", "C031", "C029", "C075", "C081", "P207", "P222", "P208", "P209", "P211", "P213", "P217", "P216"}  # 1 KiB .. 1 GiB, for the "best bus bandwidth" rows
+
+
 def rows():
-    """The calibration rows (id, size, metric, value, ranks, op)."""
+    """The trn1 calibration rows (id, size, metric, value, ranks, op, instances): nccom-test guide examples."""
     with open(DATA) as f:
         return [dict(id=r["id"], size=float(r["size_bytes"]), metric=r["metric"], value=float(r["value"]),
-                     ranks=int(r["ranks"]), op=r["collective"], n_instances=int(r["n_instances"]))
+                     ranks=int(r["ranks"]), op=r["collective"], n_instances=int(r["n_instances"]),
+                     system="trn1.32xlarge", lnc=1,
+                     group="trn1, two instances" if int(r["n_instances"]) > 1 else "trn1, one instance")
                 for r in csv.DictReader(f)]
 
 
-def predicted_vs_published():
-    """Each row with trnsim's prediction on trn1.32xlarge and the relative error."""
+def trn2_rows():
+    """The trn2 collective rows of found-2026-11.csv, transcribed with the system each is read on."""
+    with open(TRN2) as f:
+        return [dict(id=r["id"], size=float(r["size_bytes"]), metric=r["metric"], value=float(r["value"]),
+                     ranks=int(r["ranks"]), op=r["collective"], n_instances=int(r["instances"]),
+                     system=r["system"], lnc=int(r["lnc"]), group="trn2") for r in csv.DictReader(f)]
+
+
+def _predict(r):
     from trnsim.fabric import collective
+    def run(size):
+        return collective(r["system"], r["op"], size, ranks=r["ranks"], instances=r["n_instances"], lnc=r["lnc"])
+    if r["metric"] == "best_busbw_GBps":
+        best = max((run(s) for s in SWEEP), key=lambda x: x.busbw_gbps)
+        return best.busbw_gbps, best.algorithm
+    res = run(r["size"])
+    if r["metric"] == "time_us":
+        return res.time_us, res.algorithm
+    return res.busbw_gbps * 1e9 / GiB, res.algorithm  # the nccom-test guide prints busbw in GiB/s
+
+
+def predicted_vs_published():
+    """Every calibration row with trnsim's prediction, the relative error and the error of the recorded
+    earlier model (bench/data/collectives_before.json); busbw rows of the trn1 guide are shown, not scored
+    (each repeats its time row: busbw = size / time x factor)."""
+    before = {}
+    if os.path.exists(BEFORE):
+        with open(BEFORE) as f:
+            before = json.load(f)["predicted"]
     out = []
-    for r in rows():
-        res = collective("trn1.32xlarge", r["op"], r["size"], ranks=r["ranks"], instances=r["n_instances"])
-        if r["metric"] == "time_us":
-            pred = res.time_us
-        else:  # the guide prints busbw in GiB/s
-            pred = res.busbw_gbps * 1e9 / GiB
-        out.append(dict(id=r["id"], size_bytes=r["size"], metric=r["metric"], published=r["value"],
-                        predicted=pred, error_pct=100 * (pred - r["value"]) / r["value"],
-                        algorithm=res.algorithm))
+    for r in rows() + trn2_rows():
+        pred, algo = _predict(r)
+        old = before.get(r["id"])
+        out.append(dict(id=r["id"], group=r["group"], op=r["op"], ranks=r["ranks"], size_bytes=r["size"],
+                        metric=r["metric"], published=r["value"], predicted=pred,
+                        error_pct=100 * (pred - r["value"]) / r["value"] if r["value"] else float("nan"),
+                        before=old, before_error_pct=(100 * (old - r["value"]) / r["value"]
+                                                      if old is not None and r["value"] else None),
+                        scored=r["metric"] != "busbw_GBps", algorithm=algo,
+                        role="fitted" if r["id"] in FITTED else "held out"))
     return out
 
 
-def fit():
-    """Least squares (relative) of launch overhead and bandwidth efficiency over the time_us rows."""
-    import numpy as np
-    from trnsim.fabric.algorithms import ALGORITHMS
-    from trnsim.fabric.collectives import best_schedule, ranks_for_count
-    from trnsim.fabric.config import load_fabric_config
-    from trnsim.fabric.schedule import RankSet
-    from trnsim.fabric.topology import build_topology
-    cfg = load_fabric_config()
-    base = build_topology("trn1.32xlarge")
-    timed = [r for r in rows() if r["metric"] == "time_us"]
-    best = None
-    for eff in np.round(np.arange(0.01, 1.0001, 0.01), 2):
-        topo = dataclasses.replace(base, efficiency=float(eff))
-        net = []
-        for r in timed:
-            rs = RankSet(topo, ranks_for_count(topo, r["ranks"]))
-            b, _, _ = best_schedule(topo, r["op"], r["size"], rs, cfg, tuple(ALGORITHMS))
-            net.append(b[0] * 1e6)
-        m = np.array([r["value"] for r in timed])
-        net = np.array(net)
-        w = 1 / m ** 2
-        over = float(np.sum((m - net) * w) / np.sum(w))
-        err = float(np.sum(((over + net - m) / m) ** 2))
-        if best is None or err < best[0]:
-            best = (err, float(eff), over)
-    return dict(rows=[r["id"] for r in timed], bandwidth_efficiency=best[1], launch_overhead_s=best[2] * 1e-6,
-                rms_relative_error=(best[0] / len(timed)) ** 0.5)
+def medians(cal):
+    """Median |error| per generation group, now and before (scored rows only), and over held-out rows."""
+    import statistics
+    out = {}
+    for g in ("trn1, one instance", "trn1, two instances", "trn2"):
+        rs = [r for r in cal if r["group"] == g and r["scored"]]
+        held = [abs(r["error_pct"]) for r in rs if r["role"] == "held out"]
+        out[g] = dict(rows=len(rs), median_abs_error_pct=statistics.median(abs(r["error_pct"]) for r in rs),
+                      before_median_abs_error_pct=(statistics.median(abs(r["before_error_pct"]) for r in rs)
+                                                   if all(r["before_error_pct"] is not None for r in rs) else None),
+                      held_out_rows=len(held), held_out_median_abs_error_pct=statistics.median(held) if held else None)
+    return out
 
 
 def speed():
@@ -150,33 +173,49 @@ def versus_placeholder():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--fit", action="store_true", help="re-derive the trn1 runtime constants from the rows")
+    ap.add_argument("--calibration", action="store_true", help="only the calibration rows (fast)")
     args = ap.parse_args(argv)
-    if args.fit:
-        res = fit()
-        print(json.dumps(res, indent=2) if args.json else
-              f"fit over {', '.join(res['rows'])}: launch_overhead_s = {res['launch_overhead_s']:.3g}, "
-              f"bandwidth_efficiency = {res['bandwidth_efficiency']:.2f} "
-              f"(rms relative error {100 * res['rms_relative_error']:.1f}%)")
-        return 0
     cal = predicted_vs_published()
-    sp = speed()
-    fp = fast_path()
-    vs = versus_placeholder()
+    med = medians(cal)
+    if args.calibration:
+        if args.json:
+            print(json.dumps(dict(calibration=cal, medians=med), indent=2))
+            return 0
+    sp = fp = vs = None
+    if not args.calibration:
+        sp = speed()
+        fp = fast_path()
+        vs = versus_placeholder()
     if args.json:
-        print(json.dumps(dict(calibration=cal, speed=sp, fast_path=fp, versus_placeholder=vs), indent=2))
+        print(json.dumps(dict(calibration=cal, medians=med, speed=sp, fast_path=fp, versus_placeholder=vs),
+                         indent=2))
         return 0
     from trnsim.cli.output import console
     from rich.table import Table
     con = console()
-    t = Table(title="32-rank all-gather on trn1.32xlarge: predicted vs published (nccom-test guide)",
+    t = Table(title="Calibration rows: predicted vs published (busbw rows of the trn1 guide shown, not scored)",
               title_justify="left")
-    for c in ("row", "size", "metric", "published", "predicted", "error", "algorithm"):
+    for c in ("row", "group", "op", "ranks", "size", "metric", "published", "predicted", "|error|", "before",
+              "|error| before", "algorithm", "role"):
         t.add_column(c)
     for r in cal:
-        t.add_row(r["id"], f"{r['size_bytes']:.0f}", r["metric"], f"{r['published']:g}",
-                  f"{r['predicted']:.3g}", f"{r['error_pct']:+.0f}%", r["algorithm"])
+        t.add_row(r["id"], r["group"], r["op"], str(r["ranks"]), f"{r['size_bytes']:.0f}", r["metric"],
+                  f"{r['published']:g}", f"{r['predicted']:.4g}", f"{abs(r['error_pct']):.0f}%",
+                  "-" if r["before"] is None else f"{r['before']:.4g}",
+                  "-" if r["before_error_pct"] is None else f"{abs(r['before_error_pct']):.0f}%", r["algorithm"],
+                  r["role"] if r["scored"] else "-")
     con.print(t)
+    t = Table(title="Median |error| per generation (goals: trn1 <= 15 %, trn2 <= 20 %)", title_justify="left")
+    for c in ("group", "rows", "median |error| now", "before", "held-out rows", "held-out median now"):
+        t.add_column(c)
+    for g, m in med.items():
+        t.add_row(g, str(m["rows"]), f"{m['median_abs_error_pct']:.1f}%",
+                  "-" if m["before_median_abs_error_pct"] is None else f"{m['before_median_abs_error_pct']:.1f}%",
+                  str(m["held_out_rows"]),
+                  "-" if m["held_out_median_abs_error_pct"] is None else f"{m['held_out_median_abs_error_pct']:.1f}%")
+    con.print(t)
+    if args.calibration:
+        return 0
     t = Table(title="Simulation speed: all-reduce 1 GiB", title_justify="left")
     for c in ("system", "ranks", "wall s", "target", "algorithm", "time us", "busbw GB/s", "folded"):
         t.add_column(c)

@@ -22,11 +22,11 @@ import sys
 import tomllib
 
 from trnsim.errors import TrnsimError
-from trnsim.model.gpu.estimate import estimate_gpu_inference
+from trnsim.model import estimate_inference
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 TIME_METRICS = ("ttft", "itl", "tpot", "static_ttft", "intercept", "slope")
-ACCEPTED = set(inspect.signature(estimate_gpu_inference).parameters)
+ACCEPTED = set(inspect.signature(estimate_inference).parameters)
 
 
 def published() -> dict:
@@ -44,7 +44,7 @@ class Engine:
     def __init__(self, row: dict):
         self.row = row
         self.memo = {}
-        kw = dict(model=row["model"], system=row["system"], tp=row["tp"], precision=row["precision"],
+        kw = dict(model=row["model"], instance=row["system"], tp=row["tp"], precision=row["precision"],
                   nodes=row.get("nodes", 1))
         for k in ("framework", "kv", "attention_dp", "ep"):
             name = {"kv": "kv_dtype"}.get(k, k)
@@ -59,8 +59,8 @@ class Engine:
         """The estimator's record for ``batch`` x ``inp`` -> ``out`` tokens (memoised)."""
         key = (batch, inp, out, check)
         if key not in self.memo:
-            self.memo[key] = estimate_gpu_inference(batch=batch, input_len=inp, output_len=out,
-                                                    check_memory=check, **self.kw)
+            self.memo[key] = estimate_inference(batch=batch, input_len=inp, output_len=out,
+                                                check_memory=check, **self.kw)
         return self.memo[key]
 
     def fits(self, batch: int, inp: int, out: int) -> bool:

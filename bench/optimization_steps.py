@@ -6,7 +6,10 @@ the tutorials, e.g. 8370e11).  Three tutorials, each a ladder of versions the tu
 at every step:
   fused_mamba       mamba_v1 -> v2 (loop reordering) at seq_len 512, channels 4096, and mamba_v2 -> v3
                     (seq_len tiling) at seq_len 8192, channels 4096: each step at the size the
-                    tutorial profiles it (batch 1, state 16), fp32, trn2
+                    tutorial profiles it (batch 1, state 16), fp32, on each of --mamba-targets
+                    (default trn1, where the tutorial measured: NeuronCore-v2, and trn2); with
+                    --mamba-seqs a second table times v1 (seq 512) and v2, v3 at every listed
+                    seq_len (channels 4096) on each target, refusals shown as errors
   attention         attn_fwd_v3 -> v4 (loop fusion) -> v5 (delayed softmax division) -> v6 (ScalarE
                     instruction combination) -> v7 (downcast before transpose) -> v8
                     (tensor_scalar_reduce on VectorE), seqlen 512, trn2
@@ -21,7 +24,7 @@ compiler's reordering within each Vector/Scalar/GpSimd stream (timing/reorder.py
 2,4,8`` adds a column per reordering window (instructions; a hardware override each).
 
     python bench/optimization_steps.py /path/to/nki-samples [--json] [--only mamba,attention,layernorm]
-        [--windows 2,4,8]
+        [--windows 2,4,8] [--mamba-targets trn1,trn2] [--mamba-seqs 512,1024,2048,4096,7168,8192]
 """
 import argparse
 import importlib.util
@@ -66,25 +69,72 @@ def _load(path, name):
     return mod
 
 
-def _ladders(root):
+def _mamba_args(ch, seq):
+    """The tutorial's inputs (batch 1, state 16, fp32) for ``channels`` x ``seq_len``."""
+    import numpy as np
+    b, st = 1, 16
+    d = np.ones((b, ch, seq), np.float32)
+    return (d, d, -np.ones((ch, st), np.float32), np.ones((b, st, seq), np.float32),
+            np.ones((b, st, seq), np.float32))
+
+
+def _mamba_module(root):
+    p = os.path.join(root, "src", "nki_samples", "tutorials", "fused_mamba", "mamba_nki_kernels.py")
+    return _load(p, "tut_mamba") if os.path.exists(p) else None
+
+
+def mamba_sizes(root, targets, seqs, progress=None):
+    """Predicted latency (us) of mamba v1 (seq 512 only: its accumulator is channels x seq_len per
+    partition) and v2, v3 at each seq_len, channels 4096, per target; an error's rule instead of a
+    refused size."""
+    import trnsim.compat
+    trnsim.compat.install()
+    import warnings
+    from trnsim.errors import TrnsimError
+    from trnsim.options import Options
+    from trnsim.timing.estimate import estimate
+    m = _mamba_module(root)
+    rows = []
+    for target in targets:
+        for seq in seqs:
+            for v in ("v1", "v2", "v3"):
+                if v == "v1" and seq != 512:
+                    continue
+                row = {"target": target, "version": v, "seq_len": seq, "channels": 4096}
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        tr = getattr(m, f"mamba_{v}").run(
+                            *_mamba_args(4096, seq),
+                            options=Options(target=target, timing_only=True)).traces
+                    e = estimate(tr, target)
+                    row["us"] = round(e.latency_us, 1)
+                    row["spill_dmas"] = sum(t.meta.get("sbuf_spill_dmas", 0) for t in tr)
+                except TrnsimError as ex:
+                    row["error"] = ex.rule
+                rows.append(row)
+                if progress is not None:
+                    progress(f"mamba {v} {target} seq {seq}")
+    return rows
+
+
+def _ladders(root, mamba_targets=("trn1", "trn2")):
     """(name, target, [(version label, kernel, args, kwargs)]) for each tutorial found."""
     import numpy as np
     tut = os.path.join(root, "src", "nki_samples", "tutorials")
     out = {}
-    p = os.path.join(tut, "fused_mamba", "mamba_nki_kernels.py")
-    if os.path.exists(p):
-        m = _load(p, "tut_mamba")
+    m = _mamba_module(root)
+    if m is not None:
         # each step at the size the tutorial profiles it: v1 -> v2 after raising channels to
         # 4096 (seq_len 512), v2 -> v3 after raising seq_len to 8192 (fused_mamba.rst)
-        for name, (lo, hi), (ch, seq) in (("mamba_v1_v2", ("v1", "v2"), (4096, 512)),
-                                          ("mamba_v2_v3", ("v2", "v3"), (4096, 8192))):
-            b, st = 1, 16
-            d = np.ones((b, ch, seq), np.float32)
-            args = (d, d, -np.ones((ch, st), np.float32), np.ones((b, st, seq), np.float32),
-                    np.ones((b, st, seq), np.float32))
-            out[name] = ("trn2", [(v, getattr(m, f"mamba_{v}"), args, {}) for v in (lo, hi)],
-                         f"channels {ch}, seq_len {seq}, batch 1, state 16: the tutorial's {lo} -> {hi} "
-                         "size")
+        for target in mamba_targets:
+            for name, (lo, hi), (ch, seq) in (("mamba_v1_v2", ("v1", "v2"), (4096, 512)),
+                                              ("mamba_v2_v3", ("v2", "v3"), (4096, 8192))):
+                args = _mamba_args(ch, seq)
+                out[f"{name}_{target}"] = (
+                    target, [(v, getattr(m, f"mamba_{v}"), args, {}) for v in (lo, hi)],
+                    f"channels {ch}, seq_len {seq}, batch 1, state 16: the tutorial's {lo} -> {hi} "
+                    "size")
     p = os.path.join(tut, "attention_fwd_performance", "attention_kernels.py")
     if os.path.exists(p):
         m = _load(p, "tut_attention")
@@ -126,7 +176,7 @@ def _hw_file(text):
     return f.name
 
 
-def run(root, only=None, progress=None, windows=()):
+def run(root, only=None, progress=None, windows=(), mamba_targets=("trn1", "trn2")):
     """Per tutorial, per version: predicted latency (us) under each policy (and each reordering
     window in ``windows``), and the step's direction; ``progress(label)`` is called as each
     version finishes."""
@@ -138,7 +188,7 @@ def run(root, only=None, progress=None, windows=()):
     wfiles = {f"window_{w}": _hw_file(WINDOW.format(w=w)) for w in windows}
     columns = COLUMNS + tuple(wfiles)
     res = {}
-    ladders = _ladders(root) if root else {}
+    ladders = _ladders(root, mamba_targets) if root else {}
     ladders.update(_own_ladders())
     for name, (target, steps, size) in ladders.items():
         if only and name not in only and name.split("_")[0] not in only:
@@ -187,6 +237,30 @@ def table(res):
         con.print(t)
 
 
+def sizes_table(rows):
+    """The mamba size sweep: one row per (target, seq_len), v1 / v2 / v3 latency and v2 -> v3."""
+    from trnsim.cli.output import console
+    from rich.table import Table
+    t = Table(title="fused mamba, channels 4096, batch 1, state 16, fp32: predicted latency (us) "
+                    "per seq_len (v1 only at 512)")
+    for c in ("target", "seq_len", "v1 us", "v2 us", "v3 us", "v2 -> v3"):
+        t.add_column(c, justify="right")
+    by = {}
+    for r in rows:
+        by.setdefault((r["target"], r["seq_len"]), {})[r["version"]] = r
+    for (target, seq), vs in by.items():
+        def cell(v):
+            r = vs.get(v)
+            if r is None:
+                return ""
+            return f"{r['us']:.1f}" if "us" in r else f"error ({r['error']})"
+        step = ""
+        if "us" in vs.get("v2", {}) and "us" in vs.get("v3", {}):
+            step = _direction(vs["v2"]["us"], vs["v3"]["us"])
+        t.add_row(target, str(seq), cell("v1"), cell("v2"), cell("v3"), step)
+    console().print(t)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("nki_samples", nargs="?", default=os.environ.get("NKI_SAMPLES"),
@@ -194,6 +268,10 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated: mamba,attention,layernorm")
     ap.add_argument("--windows", default="", help="comma-separated reordering windows to add, e.g. 2,4,8")
+    ap.add_argument("--mamba-targets", default="trn1,trn2",
+                    help="comma-separated targets of the mamba steps (default trn1,trn2)")
+    ap.add_argument("--mamba-seqs", default="",
+                    help="comma-separated seq_lens of a mamba size sweep, e.g. 512,2048,8192")
     args = ap.parse_args(argv)
     root = args.nki_samples
     skipped = None
@@ -209,11 +287,19 @@ def main(argv=None):
         err.print(skipped)
     with err.status("timing the tutorial kernels") as status:
         windows = [int(w) for w in args.windows.split(",") if w]
-        res = run(root, only, progress=lambda lab: status.update(f"done: {lab}"), windows=windows)
+        mt = tuple(t for t in args.mamba_targets.split(",") if t)
+        res = run(root, only, progress=lambda lab: status.update(f"done: {lab}"), windows=windows,
+                  mamba_targets=mt)
+        seqs = [int(x) for x in args.mamba_seqs.split(",") if x]
+        sizes = mamba_sizes(root, mt, seqs, lambda lab: status.update(f"done: {lab}")) \
+            if seqs and root else []
     if args.json:
-        print(json.dumps(dict(res, **({"skipped": skipped} if skipped else {})), indent=2))
+        extra = {"mamba_sizes": sizes} if sizes else {}
+        print(json.dumps(dict(res, **extra, **({"skipped": skipped} if skipped else {})), indent=2))
     else:
         table(res)
+        if sizes:
+            sizes_table(sizes)
     return 0
 
 

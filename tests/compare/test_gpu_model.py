@@ -1,40 +1,13 @@
-"""The GPU side of the model machinery: NVLink / network collectives by hand, the estimator's calibration."""
+"""GPU systems through the one estimator: compute, memory fit, refusals, the calibration rows."""
 import pytest
 
 from trnsim.model import estimate_inference, estimate_training
-from trnsim.model.gpu.comm import GpuComm
 from trnsim.model.gpu.efficiency import estimator_figures
 from trnsim.model.gpu.refit import predict_rows
 from trnsim.errors import ConfigError
 
-F = {"comm.nvlink_efficiency": 1.0, "comm.network_efficiency": 1.0, "comm.nvlink_latency_s": 1e-6,
-     "comm.network_latency_s": 10e-6, "comm.call_overhead_s": 0.0}
 
-
-def _figs():
-    return estimator_figures(F)
-
-
-def test_all_reduce_inside_one_hgx_box_by_hand():
-    c = GpuComm("p5.48xlarge", 1, figures=_figs())
-    size = 1e9
-    bw = 900e9 / 2      # H100 NVLink: 900 GB/s both directions
-    ring = 2 * (7 / 8 * size / bw + 7 * 1e-6)
-    assert c.time_s("all-reduce", size, list(range(8))) == pytest.approx(ring)
-
-
-def test_all_gather_over_two_boxes_by_hand():
-    c = GpuComm("p5.48xlarge", 2, figures=_figs())
-    size = 1.6e9
-    nvl, net = 900e9 / 2, 3.2e12 / 8 / 8        # 400 Gb/s EFA per GPU
-    # 8 ranks in each box first (buffer / 8 left), then 2 boxes over the network
-    want = (7 / 8 * size / nvl + 7e-6) + (1 / 2 * size / 8 / net + 10e-6)
-    assert c.time_s("all-gather", size, list(range(16))) == pytest.approx(want)
-
-
-def test_unknown_collective_and_figure_are_errors():
-    with pytest.raises(ConfigError):
-        GpuComm("p5.48xlarge").time_s("all-shuffle", 1.0, [0, 1])
+def test_unknown_estimator_figure_is_an_error():
     with pytest.raises(ConfigError):
         estimator_figures({"comm.warp_speed": 2.0})
 

@@ -33,13 +33,14 @@ def test_switch_beats_torus_for_all_to_all_on_64_chips():
     # the switch: each chip pushes 4 ranks x 252/256 of the buffer through its own port, non-blocking
     cfg = load_fabric_config()
     rt = cfg.runtime("trn3")
-    port = 2048 * GiB * rt.bandwidth_efficiency  # the chip's switch port, per direction
+    port = 2048 * GiB * rt.p2p_efficiency  # the chip's switch port, per direction, at all-to-all's fraction
     push = 4 * 256 * MiB * 252 / 256 / port
-    lo = rt.launch_overhead_s + cfg.step_s + push
-    hi = rt.launch_overhead_s + cfg.step_s + 2 * cfg.forward_hop_s + push
+    fixed = rt.launch_overhead_s + 255 * rt.step_overhead_s  # a mesh step: one message per peer
+    lo = fixed + cfg.step_s + push
+    hi = fixed + cfg.step_s + 2 * cfg.forward_hop_s + push
     assert lo * (1 - 1e-9) <= switch.time_us * 1e-6 <= hi * (1 + 1e-9)
     from trnsim.fabric.closed_form import switch_all_to_all_s
-    assert switch_all_to_all_s(64, 4, 256 * MiB, port, cfg.step_s) == pytest.approx(lo - rt.launch_overhead_s)
+    assert switch_all_to_all_s(64, 4, 256 * MiB, port, cfg.step_s) == pytest.approx(lo - fixed)
 
 
 def test_send_recv_between_torus_neighbours():
@@ -48,7 +49,9 @@ def test_send_recv_between_torus_neighbours():
     S = 64 * MiB
     comm = FabricComm("trn2.48xlarge")  # lnc=1: 8 cores per chip, core 8 is on chip 1 (x neighbour)
     t = comm.time_s("send-recv", S, [0, 8])
-    assert t == pytest.approx(rt.launch_overhead_s + cfg.step_s + S / (1.024e12 / 4 * rt.bandwidth_efficiency))  # one x port, one direction
+    # one x port, one direction, at the point-to-point fraction; one message
+    assert t == pytest.approx(rt.launch_overhead_s + rt.step_overhead_s + cfg.step_s
+                              + S / (1.024e12 / 4 * rt.p2p_efficiency))
     assert comm.time_s("all-reduce", S, [5]) == 0.0
     assert comm.n_ranks == 128
 
@@ -75,9 +78,12 @@ def test_every_op_runs_and_reports_bus_bandwidth_by_the_nccl_tests_factors():
                                     "hierarchical"}
 
 
-def test_the_runtime_picks_the_fastest_candidate_and_a_forced_one_is_used():
+def test_the_runtime_picks_by_size_class_and_a_forced_one_is_used():
     r = collective("trn1.32xlarge", "all-reduce", 256 * MiB)
-    assert r.time_us == pytest.approx(min(t for _, t in r.candidates))
+    rings = [t for a, t in r.candidates if a in ("ring", "dual-ring", "torus-rings", "hierarchical")]
+    assert r.time_us == pytest.approx(min(rings))  # above rdh_max_bytes: the fastest of the ring class
+    fastest = collective("trn1.32xlarge", "all-reduce", 256 * MiB, algorithm="auto")
+    assert fastest.time_us == pytest.approx(min(t for _, t in fastest.candidates))
     forced = collective("trn1.32xlarge", "all-reduce", 256 * MiB, algorithm="rdh")
     assert forced.algorithm == "rdh" and forced.time_us >= r.time_us
     small = collective("trn1.32xlarge", "all-reduce", 4096, algorithm="runtime")
@@ -99,13 +105,13 @@ def test_hierarchical_ring_equals_its_phases_by_hand():
     rt = cfg.runtime("trn1")
     S = 256 * MiB
     r = collective("trn1.2xlarge", "all-reduce", S, instances=2, algorithm="hierarchical")
-    dma = load_catalog().chips["trn1"].dma_bandwidth_bytes_per_s * rt.bandwidth_efficiency
-    efa = 25e9 / 8 * rt.bandwidth_efficiency
-    # intra reduce-scatter / all-gather: each core sends S/2 to the other, both through one DMA
-    intra = cfg.step_s + 2 * (S / 2) / dma
+    pair = min(2 * rt.core_dma_bytes_per_s, 2 * rt.core_pair_bytes_per_s)  # the two cores' path, both ways
+    efa = 25e9 / 8 * rt.efa_efficiency
+    # intra reduce-scatter / all-gather: each core sends S/2 to the other over the core-to-core path
+    intra = cfg.step_s + 2 * (S / 2) / pair
     # inter all-reduce on S/2 per rank over 2 instances: each rank sends S/4 per pass, 2 ranks per NIC
     inter = cfg.efa_step_s + 2 * (S / 4) / efa
-    want = rt.launch_overhead_s + 2 * intra + 2 * inter
+    want = rt.launch_overhead_s + 4 * rt.step_overhead_s + 2 * intra + 2 * inter  # 4 ring steps in all
     assert r.time_us * 1e-6 == pytest.approx(want, rel=1e-9)
 
 
@@ -168,8 +174,8 @@ def test_hierarchical_on_two_trn2_instances_uses_both_torus_cycles_inside():
     ranks = [4 * c for c in range(16)] + [64 + 4 * c for c in range(16)]  # one rank per chip, LNC=2
     r = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, instances=2, algorithm="hierarchical")
     B = 1.024e12 / 4 * rt.bandwidth_efficiency  # one torus port, one direction
-    E = 200e9 / 8 * rt.bandwidth_efficiency  # one chip's EFA share, one direction
+    E = 200e9 / 8 * rt.efa_efficiency  # one chip's EFA share, one direction
     inside = 15 * (cfg.step_s + S / 16 / 4 / B)  # 15 ring steps of S/16 over 4 channels on 4 ports
     between = cfg.efa_step_s + S / 16 / 2 / E  # 2 instances: each rank sends half its S/16 to its peer
-    want = rt.launch_overhead_s + 2 * inside + 2 * between
+    want = rt.launch_overhead_s + 32 * rt.step_overhead_s + 2 * inside + 2 * between  # 2 x (15 + 1) steps
     assert r.time_us * 1e-6 == pytest.approx(want, rel=1e-9)

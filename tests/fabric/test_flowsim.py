@@ -27,10 +27,11 @@ def test_ring_all_reduce_on_one_ring_matches_the_hand_formula(size):
     res = collective("inf2.48xlarge", "all-reduce", size, ranks=ranks, algorithm="ring")
     B = 2 * _inf2_ring_port_bw(cfg, rt.bandwidth_efficiency)  # both directions of the ring carry data
     alpha = cfg.step_s
-    want = rt.launch_overhead_s + 2 * (N - 1) * alpha + 2 * (N - 1) / N * size / B
+    steps = rt.step_overhead_s * 2 * (N - 1)  # the runtime's cost per message, one per ring step
+    want = rt.launch_overhead_s + steps + 2 * (N - 1) * alpha + 2 * (N - 1) / N * size / B
     assert res.time_us * 1e-6 == pytest.approx(want, rel=1e-9)
     # the closed form agrees (and is what the fast path uses)
-    closed = rt.launch_overhead_s + ring_all_reduce_s(N, size, B / 2, alpha, channels=2)
+    closed = rt.launch_overhead_s + steps + ring_all_reduce_s(N, size, B / 2, alpha, channels=2)
     assert res.time_us * 1e-6 == pytest.approx(closed, rel=1e-9)
     assert res.busbw_gbps == pytest.approx(size / (res.time_us * 1e-6) * 2 * (N - 1) / N / 1e9)
 
@@ -39,6 +40,7 @@ def test_ring_formula_with_overridden_runtime(fabric_file):
     hw = fabric_file("""
         [fabric.runtime.inf2]
         launch_overhead_s = { value = 0.0, source = "test" }
+        step_overhead_s = { value = 0.0, source = "test" }
         bandwidth_efficiency = { value = 1.0, source = "test" }
         default_lnc = { value = 1, source = "test" }
         [fabric.latency]
@@ -53,15 +55,23 @@ def test_ring_formula_with_overridden_runtime(fabric_file):
     assert res.time_us * 1e-6 == pytest.approx(2 * (N - 1) * 2e-6 + 2 * (N - 1) / N * S / B, rel=1e-9)
 
 
-def test_two_cores_of_one_chip_share_its_dma_bandwidth():
+def test_two_cores_of_one_chip_move_bytes_at_the_core_pair_rate():
     cfg = load_fabric_config()
     rt = cfg.runtime("trn1")
     S = 64 * 2 ** 20
     res = collective("trn1.2xlarge", "all-reduce", S, algorithm="ring")
-    dma = load_catalog().chips["trn1"].dma_bandwidth_bytes_per_s * rt.bandwidth_efficiency
-    # 2 steps; in each both cores send S/2 (split over two ring channels) through the chip's DMA
-    want = rt.launch_overhead_s + 2 * (cfg.step_s + S / dma)
+    # two ranks: the chip's core-to-core capacity is min(2 x core DMA rate, 2 x core-pair rate)
+    cap = min(2 * rt.core_dma_bytes_per_s, 2 * rt.core_pair_bytes_per_s)
+    # 2 steps; in each both cores send S/2 (split over two ring channels) over the core-to-core path
+    want = rt.launch_overhead_s + 2 * rt.step_overhead_s + 2 * (cfg.step_s + S / cap)
     assert res.time_us * 1e-6 == pytest.approx(want, rel=1e-9)
+
+
+def test_four_ranks_of_a_chip_reach_more_bus_bandwidth_than_two():
+    # the measured order (calibration rows P213 P216 P217): a rank of a 4-rank group drives three core pairs
+    two = collective("trn2", "all-reduce", GiB, ranks=2, lnc=2)
+    four = collective("trn2", "all-reduce", GiB, ranks=4, lnc=2)
+    assert four.busbw_gbps > two.busbw_gbps
 
 
 _TOPO = build_topology("trn2.48xlarge", instances=2, lnc=2)
@@ -147,5 +157,5 @@ def test_dual_ring_all_reduce_matches_the_hand_formula():
     res = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, algorithm="dual-ring")
     port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
     # four channels (two cycles x two directions), each on its own links: 4 ports' worth per chip
-    want = rt.launch_overhead_s + 2 * (N - 1) * cfg.step_s + 2 * (N - 1) / N * S / (4 * port)
+    want = rt.launch_overhead_s + 2 * (N - 1) * (rt.step_overhead_s + cfg.step_s) + 2 * (N - 1) / N * S / (4 * port)
     assert res.time_us * 1e-6 == pytest.approx(want, rel=1e-9)

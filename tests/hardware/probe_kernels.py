@@ -47,11 +47,13 @@ def engines(a):
     y = nisa.activation_reduce(op=nl.exp, data=x, reduce_op=nl.add, reduce_res=red)
     z = nisa.tensor_tensor(y, y, op=nl.multiply, engine=nisa.gpsimd_engine)
     s = nisa.tensor_copy(z[:, 0:512:2])
+    sa = nisa.activation(op=nl.exp, data=z[:, 0:512:2])   # a strided ScalarE read
     p = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
     q = nisa.tensor_tensor(p, z, op=nl.add)
     r = nisa.activation(op=nl.exp, data=p)
     tr = nisa.nc_transpose(t[:, 0:128])
     nl.store(out[:, 0:256], s)
+    nl.store(out[:, 256:512], sa)
     nl.store(out, nl.add(q, r))
     nl.store(out[:, 0:128], nl.copy(tr, dtype=a.dtype))
     return out

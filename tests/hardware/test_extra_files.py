@@ -109,9 +109,11 @@ def test_fabric_unknown_names_and_non_finite_numbers_are_refused(tmp_path):
     _refused(_override(tmp_path, "fabric", "latency.step_s", "inf"), "hardware-file-range")
     # a new chip family's runtime table is accepted with the names its siblings have
     from trnsim.fabric.config import load_fabric_config
-    hw = _write(tmp_path, '[fabric.runtime.trn9]\n'
-                'launch_overhead_s = { value = 2e-5, source = "choice: test" }\n'
-                'bandwidth_efficiency = { value = 0.5, source = "choice: test" }\n'
+    names = ("launch_overhead_s", "step_overhead_s", "bandwidth_efficiency", "rdh_efficiency", "mesh_efficiency",
+             "efa_efficiency", "p2p_efficiency", "core_dma_bytes_per_s", "core_pair_bytes_per_s")
+    hw = _write(tmp_path, '[fabric.runtime.trn9]\n' + ''.join(
+                f'{k} = {{ value = {5e10 if "bytes" in k else 2e-5 if k.endswith("_s") else 0.5}, '
+                'source = "choice: test" }\n' for k in names) +
                 'default_lnc = { value = 2, source = "choice: test" }\n')
     assert load_fabric_config(hw).runtime("trn9").bandwidth_efficiency == 0.5
 

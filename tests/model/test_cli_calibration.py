@@ -20,7 +20,7 @@ def _json(capsys, argv):
 
 def test_models_json(capsys):
     rc, d = _json(capsys, ["models", "--json"])
-    zoo = os.path.join(os.path.dirname(__file__), "..", "..", "trnsim", "model", "zoo")
+    zoo = os.path.join(os.path.dirname(DATA_DIR), "zoo")
     assert rc == 0 and len(d["models"]) == len([f for f in os.listdir(zoo) if f.endswith(".toml")])
     assert {"name", "params", "active_params", "published_params", "source"} <= set(d["models"][0])
 

@@ -64,12 +64,17 @@ def register(subparsers) -> None:
 
 
 def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the estimator's roofline default)."""
+    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
     if args.costs != "simulated":
         return None
+    from ..errors import ConfigError
     from ..hardware import load_catalog
     from ..kernels import time_reference
     from ..model.opcost import SimulatedOpCosts
+    from ..model.system import make_system
+    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
+        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
+                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
     cat = load_catalog(args.hardware)
     chip = cat.chips[cat.instance(instance).chip]
     return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
@@ -77,6 +82,19 @@ def _costs(args, instance: str):
 
 def _band(x: float) -> str:
     return f"±{x:.0%}"
+
+
+def _rank(e) -> str:
+    """What one rank of the estimate's system is: NeuronCore or GPU."""
+    from ..model.system import make_system
+    return make_system(e.instance, e.nodes, e.lnc if e.lnc > 1 else None).rank_name
+
+
+def _kinds_table(title: str, rows) -> object:
+    """Collectives per kind: (label, {calls, seconds, bytes}) rows."""
+    return table(title, ["collective", "calls", "ms", "us per call", "MiB per call"],
+                 [(k, f"{c['calls']:,.0f}", f"{c['seconds'] * 1e3:.3f}", f"{c['seconds'] / c['calls'] * 1e6:.1f}",
+                   f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
 def cmd_train(args) -> int:
@@ -95,7 +113,9 @@ def cmd_train(args) -> int:
     out = console()
     b = e.error_band["step_time_s"]
     p = e.parallel
-    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} (LNC={e.lnc}, {e.cores} cores; tp={p['tp']} "
+    rank = _rank(e)
+    units = f"LNC={e.lnc}, {e.cores} cores" if rank == "NeuronCore" else f"{e.cores} GPUs"
+    out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} ({units}; tp={p['tp']} "
                     f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''}"
                     f"{', ' + p['framework'] if p.get('framework') else ''}"
                     f"{', LoRA r=' + str(p['lora']['rank']) if p.get('lora') else ''})",
@@ -104,14 +124,17 @@ def cmd_train(args) -> int:
                      ("tokens/s", f"{e.tokens_per_s:,.0f}", _band(b)), ("MFU", f"{e.mfu:.1%}", _band(b)),
                      ("HFU (with recompute)", f"{e.hfu:.1%}", ""),
                      ("micro-batches per step", e.micro_batches, ""),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", "")]))
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      "")]))
     out.print(table("Breakdown of one step (critical path)", ["part", "seconds", "share"],
                     [(k, f"{v:.4f}", f"{v / e.step_time_s:.1%}") for k, v in e.breakdown.items()]))
     if e.comm:
         out.print(table("Collectives per step", ["collective", "bytes each", "seconds", "exposed", "overlapped"],
                         [(k, f"{c['bytes'] / 2**20:,.1f} MiB", f"{c['seconds']:.4f}", f"{c['exposed']:.4f}",
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
-    out.print(table("Memory per NeuronCore (GiB)", ["part", "GiB"],
+    if e.collectives:
+        out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
+    out.print(table(f"Memory per {_rank(e)} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
     return 0
@@ -132,16 +155,23 @@ def cmd_infer(args) -> int:
         return 0
     out = console()
     eb = e.error_band
-    out.print(table(f"Inference {e.model} on {e.instance} (LNC={e.lnc}; tp={e.parallel['tp']} pp={e.parallel['pp']}"
+    rank = _rank(e)
+    lnc = f"LNC={e.lnc}; " if rank == "NeuronCore" else ""
+    out.print(table(f"Inference {e.model} on {e.instance} ({lnc}tp={e.parallel['tp']} pp={e.parallel['pp']}"
                     f" ep={e.parallel['ep']}; batch {e.batch}, {e.input_len} in / {e.output_len} out, {e.precision})",
                     ["figure", "value", "error band"],
                     [("TTFT", f"{e.ttft_ms:.2f} ms", _band(eb["ttft_ms"])),
                      ("TPOT", f"{e.tpot_ms:.3f} ms", _band(eb["tpot_ms"])),
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
-                     ("memory per core", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}", ""),
-                     ("KV cache per core", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
+                      ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
-    out.print(table("Breakdown", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+    out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
+                    "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+    rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
+    if rows:
+        out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
     if e.serving:
         s = e.serving
         out.print(table(f"Continuous batching: {s.requests} requests at {s.rate_per_s:g}/s, {s.max_batch} slots",

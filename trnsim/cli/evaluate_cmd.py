@@ -14,10 +14,13 @@ def register(sub) -> None:
                        "comparison, engineering cost and break-even",
                        description="Capture FILE.py:CLASS (torch extra) on the meta device, report its "
                        "compatibility, estimate its training on each system, price it, and add the porting "
-                       "and migration cost over 12 months with the break-even in tokens. --example runs a "
-                       "built-in model offline and writes evaluation.html.")
+                       "and migration cost over 12 months with the break-even in tokens. --example answers "
+                       "'should these jobs move to Trainium, and what would it save?' for the example jobs "
+                       "(a weekly 13B LoRA fine-tune, 70B pre-training, 8B and 70B serving) on trn1/trn2/trn3 "
+                       "against p5/p5en/p6-b200, with the published claims tested; --html FILE writes the report.")
     p.add_argument("model", nargs="?", metavar="FILE.py:CLASS", help="model file and nn.Module class")
-    p.add_argument("--example", action="store_true", help="the built-in example model (TinyGPT)")
+    p.add_argument("--example", action="store_true", help="the built-in example: a Llama-style module and "
+                   "four jobs (compare/data/example_jobs.toml)")
     p.add_argument("--input-shape", default=None, metavar="SHAPE",
                    help="one example batch of token ids, e.g. 4x1024 (default 4x1024)")
     p.add_argument("--kwargs", nargs="*", default=[], metavar="KEY=VALUE", help="constructor arguments")
@@ -49,9 +52,9 @@ def _engineering(args) -> dict:
 
 
 def run(args) -> int:
-    """Evaluate, print the tables (or JSON), write the reports (``--example`` writes evaluation.html)."""
+    """Evaluate, print the tables (or JSON), write the reports the user asked for."""
     from ..compare import parse_delays, parse_systems
-    from ..compare.evaluate import evaluate, evaluate_example
+    from ..compare.evaluate import evaluate
     from ..compare.options import make_power, make_prices, make_workload
     from ..errors import ConfigError
     from ..frontends.torch.loader import parse_kwargs, parse_shape
@@ -61,23 +64,20 @@ def run(args) -> int:
                           value=None, hint="trnsim evaluate --example")
     eng = _engineering(args)
     prices = make_prices(args.price_kind, args.price, args.prices)
-    with Progress(not args.json, 7) as bar:
-        if args.example:
-            if not (args.html or args.md or args.csv):
-                args.html = "evaluation.html"
-            refs = parse_systems(args.systems, "train") if args.systems else ()
-            ev = evaluate_example(args.tokens or 2e11, prices, make_power(args.pue), refs,
-                                  args.baseline or "p5.48xlarge", eng, progress=bar.step)
-        else:
-            w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
-                              args.max_instances, args.precision, lora_rank=args.lora_rank,
-                              lora_targets=args.lora_targets, framework=args.framework,
-                              runs_per_month=args.runs_per_month)
-            refs = parse_systems(args.systems, "train")
-            base = args.baseline or next((r.key for r in refs if r.key == "p5.48xlarge"), refs[0].key)
-            shape = parse_shape(args.input_shape or "4x1024")
-            ev = evaluate(args.model, [shape], w, refs, prices, make_power(args.pue), base, eng, args.egress_gb,
-                          parse_kwargs(args.kwargs), parse_delays(args.start_delay), progress=bar.step)
+    if args.example:
+        if args.model:
+            raise ConfigError(f"--example evaluates the built-in example: drop {args.model!r} or --example",
+                              rule="evaluate-model", value=args.model)
+        return _run_example(args, prices, eng)
+    w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
+                      args.max_instances, args.precision, lora_rank=args.lora_rank, lora_targets=args.lora_targets,
+                      framework=args.framework, runs_per_month=args.runs_per_month)
+    refs = parse_systems(args.systems, "train")
+    base = args.baseline or next((r.key for r in refs if r.key == "p5.48xlarge"), refs[0].key)
+    shape = parse_shape(args.input_shape or "4x1024")
+    with Progress(not args.json, len(refs) + 1) as bar:
+        ev = evaluate(args.model, [shape], w, refs, prices, make_power(args.pue), base, eng, args.egress_gb,
+                      parse_kwargs(args.kwargs), parse_delays(args.start_delay), progress=bar.step)
     d = ev.to_dict()
     title = f"trnsim evaluate: {d['workload']['model']}"
     written = write_reports(d, args, title, html_sections(d), markdown_sections(d))
@@ -113,3 +113,39 @@ def _print_step3(d: dict) -> None:
     con.print(escape(ev["summary"]))
     for n in ev.get("notes", []):
         con.print(f"note: {escape(n)}")
+
+
+def _run_example(args, prices, eng) -> int:
+    """``--example``: the decision over the example jobs, the claims, the report where the user asked."""
+    from ..compare.claims import test_claims
+    from ..compare.decision import EXAMPLE_SYSTEMS, example_decision, example_prices_book, load_jobs
+    from ..compare.options import make_power
+    from ..report.decision_page import claims_table, decision_page, migration_table, verdict_table
+    from ..report.export import _write
+    power = make_power(args.pue)
+    systems = [s.strip() for s in args.systems.split(",")] if args.systems else EXAMPLE_SYSTEMS
+    with Progress(not args.json, len(load_jobs()) * len(systems) + 8) as bar:
+        dec = example_decision(prices, power, eng, systems, args.baseline or "p5.48xlarge", progress=bar.step)
+        # the claims see the same prices as the jobs (the example's derived ones included)
+        book, _ = example_prices_book(prices, systems)
+        claims = [c.to_dict() for c in test_claims(book, power, progress=bar.step)]
+    d = dec.to_dict()
+    written = []
+    if args.html:
+        written.append(_write(args.html, decision_page(d, claims)))
+    if args.json:
+        print_json({**d, "claims": claims, "written": written})
+        return 0
+    con = console()
+    con.print(f"[bold]{escape(d['summary'])}[/]")
+    for title, (cols, rows) in (("The answer, job by job", verdict_table(d)),
+                                ("Migration cost", migration_table(d)),
+                                ("Published claims, tested", claims_table(claims))):
+        con.print(table(title, cols, [[escape(str(v)) for v in r] for r in rows]))
+    for n in d["notes"]:
+        con.print(f"note: {escape(n)}")
+    for p in written:
+        con.print(f"wrote {escape(p)}")
+    if not written:
+        con.print("the full report with charts: add --html evaluation.html")
+    return 0

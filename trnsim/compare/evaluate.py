@@ -15,10 +15,6 @@ from .engineering import added_costs, example_prices, load_defaults
 from .systems import SystemRef
 from .workload import Workload
 
-FALLBACK_ZOO_MODEL = "llama-3.1-8b"   # what `evaluate --example` estimates when torch is not installed
-EXAMPLE_SYSTEMS = ("trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge")
-
-
 @dataclass(frozen=True)
 class Evaluation:
     """The comparison plus the compatibility report and the engineering cost."""
@@ -101,45 +97,3 @@ def _finish(comp: Comparison, compat: Optional[dict], custom: int, cuda: int,
     sys_dicts = [r.to_dict() for r in comp.rows]
     eng = added_costs(sys_dicts, comp.baseline, custom, cuda, figs, egress_gb)
     return Evaluation(comparison=comp, compatibility=compat, engineering=eng, notes=notes)
-
-
-def example_model_path() -> str:
-    """``FILE.py:Class`` of the built-in example model."""
-    from .. import examples
-    return os.path.join(os.path.dirname(os.path.abspath(examples.__file__)), "evaluate_example.py") + ":TinyGPT"
-
-
-def evaluate_example(tokens: float = 2e11, prices: Optional[PriceBook] = None, power: Optional[PowerModel] = None,
-                     systems: Sequence[SystemRef] = (), baseline: str = "p5.48xlarge",
-                     engineering: Optional[Mapping[str, float]] = None,
-                     progress: Optional[Callable[[str], None]] = None) -> Evaluation:
-    """The built-in example: TinyGPT captured with torch; without torch, a zoo model and no compatibility step."""
-    from .systems import resolve_system
-    refs = list(systems) or [resolve_system(s) for s in EXAMPLE_SYSTEMS]
-    prices = prices or PriceBook.load()
-    ex = example_prices()
-    missing = {k: v for k, v in ex.items() if k in [r.key for r in refs] and not _has_price(prices, k)}
-    prices = prices.with_overrides(missing) if missing else prices
-    notes = tuple(f"example price for {k}: ${v}/h (derived, see compare/data/engineering.toml)" for k, v in missing.items())
-    w = Workload(model="TinyGPT (trnsim/examples/evaluate_example.py)", task="train", tokens=tokens)
-    from ..frontends.torch import TorchMissingError, require_torch
-    try:
-        require_torch()
-    except TorchMissingError:
-        w = Workload(model=FALLBACK_ZOO_MODEL, task="train", tokens=tokens)
-        comp = compare(w, refs, prices, power, baseline, progress=progress)
-        note = (f"torch is not installed: no capture, so no compatibility step; the zoo model "
-                f"{FALLBACK_ZOO_MODEL} was estimated instead (pip install 'trnsim[torch]' for the real example)")
-        return _finish(comp, None, 0, 0, engineering, None, notes + (note,))
-    from ..examples.evaluate_example import EXAMPLE_INPUT_SHAPE
-    ev = evaluate(example_model_path(), [EXAMPLE_INPUT_SHAPE], w, refs, prices, power, baseline, engineering,
-                  progress=progress)
-    return Evaluation(ev.comparison, ev.compatibility, ev.engineering, notes + ev.notes)
-
-
-def _has_price(prices: PriceBook, system: str) -> bool:
-    try:
-        prices.price(system)
-        return True
-    except ConfigError:
-        return False

@@ -197,6 +197,11 @@ class PriceBook:
         merged.update(overrides)
         return PriceBook(self.prices, self.gaps, self.kind, merged)
 
+    def with_published(self, prices: Iterable[Price]) -> "PriceBook":
+        """A copy with more non-user prices (e.g. an example's derived prices, labelled by their source)."""
+        return PriceBook(tuple(self.prices) + tuple(prices), self.gaps, self.kind,
+                         {n: v for n, v in self.overrides.values()})
+
     def of_kind(self, kind: str) -> "PriceBook":
         """The same book answering for another price kind (user prices still win)."""
         return PriceBook(self.prices, self.gaps, kind, {n: v for n, v in self.overrides.values()})

@@ -9,6 +9,7 @@ from ..errors import ConfigError
 from .collectives import CollectiveResult, bus_factor
 from .config import load_fabric_config
 from .flowsim import simulate
+from .runtime import class_topology, group_topology
 from .schedule import RankSet, Schedule, chip_step
 from .topology import build_topology
 
@@ -18,8 +19,11 @@ def alltoallv(system: str, matrix, ranks: Optional[Sequence[int]] = None, instan
     """``matrix[i][j]`` bytes from the i-th to the j-th rank of ``ranks`` (all cores when None), sent directly.
 
     The reported size is the mean bytes a rank sends (nccl-tests' all-to-all size per rank)."""
-    topo = build_topology(system, instances, lnc, hardware_file)
     cfg = load_fabric_config(hardware_file)
+    base = build_topology(system, instances, lnc, hardware_file)
+    rt = cfg.runtime(base.chip)
+    # the runtime's mesh writes: all-to-all's fraction of link rate, the cores' rates inside a chip
+    topo = class_topology(group_topology(base, ranks), "mesh", rt, "all-to-all")
     rs = RankSet(topo, ranks)
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2 or m.shape != (rs.n, rs.n):
@@ -35,8 +39,7 @@ def alltoallv(system: str, matrix, ranks: Optional[Sequence[int]] = None, instan
     np.fill_diagonal(m, 0.0)  # a rank's block for itself stays in place
     step = chip_step(topo, np.repeat(r, r.size), np.tile(r, r.size), m.ravel(), 1, "all-to-allv")
     sim = simulate(topo, Schedule("all-to-all", "direct", (step,)))
-    rt = cfg.runtime(topo.chip)
-    t = rt.launch_overhead_s + sim.time_s
+    t = rt.launch_overhead_s + rt.step_overhead_s * (rs.n - 1) + sim.time_s  # one message per peer
     size = float(m.sum(axis=1).mean())
     algbw = size / t / 1e9
     return CollectiveResult(

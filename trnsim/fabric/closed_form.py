@@ -206,10 +206,10 @@ def schedule_pieces(topo, schedule) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def algorithm_pieces(topo, op: str, rs, cfg, names: Sequence[str]) -> List[Tuple[str, np.ndarray, np.ndarray,
-                                                                                  np.ndarray]]:
-    """(algorithm, a, b, repeat) for every named algorithm that can run ``op`` on the rank set; sizes scale
-    every step's bytes linearly, so one schedule at size 1 serves every size.  Pairwise all-to-all is left
-    out where direct runs: the same bytes in one step can never bound slower than in n-1 steps."""
+                                                                                  np.ndarray, float]]:
+    """(algorithm, a, b, repeat, messages per rank) for every named algorithm that can run ``op`` on the rank
+    set; sizes scale every step's bytes linearly, so one schedule at size 1 serves every size.  Pairwise
+    all-to-all is left out where direct runs: the same bytes in one step never bound slower than in n-1."""
     from .algorithms import ALGORITHMS, NotApplicable
     out = []
     for name in names:
@@ -219,13 +219,18 @@ def algorithm_pieces(topo, op: str, rs, cfg, names: Sequence[str]) -> List[Tuple
             sched = ALGORITHMS[name](op, 1.0, rs, topo, cfg)
         except NotApplicable:
             continue
-        out.append((name,) + schedule_pieces(topo, sched))
+        out.append((name,) + schedule_pieces(topo, sched) + (float(sum(s.repeat * s.fanout for s in sched.steps)),))
     return out
+
+
+def piece_times(cands, size: float, step_s: float = 0.0) -> List[Tuple[str, float]]:
+    """(algorithm, seconds) at ``size`` of every ``algorithm_pieces`` candidate, ``step_s`` per message."""
+    return [(c[0], float(np.max(c[1] + c[2] * size, axis=1) @ c[3]) + step_s * c[4]) for c in cands]
 
 
 def best_of(cands, size: float) -> Tuple[str, float]:
     """The fastest (algorithm, seconds) at ``size`` among ``algorithm_pieces`` candidates."""
-    return min(((n, float(np.max(a + b * size, axis=1) @ r)) for n, a, b, r in cands), key=lambda x: x[1])
+    return min(piece_times(cands, size), key=lambda x: x[1])
 
 
 def _no_bandwidth(topo, link: int):

@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from .algorithms import ALGORITHMS, OPS, NotApplicable, WrongOp
 from .config import load_fabric_config
 from .flowsim import simulate
+from .runtime import CLASS_OF, class_topology, group_topology, messages, pick
 from .gpu import GpuTopology, build_gpu_topology, gpu_system_key, nccl_candidates
 from .schedule import RankSet
 from .topology import Topology, build_topology
@@ -107,19 +108,20 @@ def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union
 def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str],
             hardware_file: Optional[str]) -> CollectiveResult:
     cfg = load_fabric_config(hardware_file)
+    topo = group_topology(topo, ranks)
     rs = RankSet(topo, ranks)
     rt = cfg.runtime(topo.chip)
     n = rs.n
     if op == "send-recv" and n < 2:
         raise ConfigError("send-recv needs at least two ranks", rule="fabric-ranks", limit=">= 2", value=n)
-    names = _choose(algorithm, op, size, cfg)
+    names, mode = _choose(algorithm, op, size, cfg)
     best, times, skipped = None, [], []
     if n > 1:
-        best, times, skipped = best_schedule(topo, op, size, rs, cfg, names, str(algorithm).lower() == "runtime")
+        best, times, skipped = best_schedule(topo, op, size, rs, cfg, names, rt=rt, mode=mode)
         if best is None:
             why = "; ".join(r for _, r in skipped)
             raise ConfigError(f"no algorithm can run {op} over {n} ranks of {topo.units} x {topo.name}"
-                              f" ({why})", rule="fabric-algorithm", limit=names, value=algorithm or "auto")
+                              f" ({why})", rule="fabric-algorithm", limit=names, value=algorithm or "runtime")
     if best is None:  # one rank: nothing moves
         return CollectiveResult(topo.system, op, size, n, rs.chips(), topo.units, topo.lnc, "none", 0.0,
                                 0.0, 0.0, "none", 0.0, False, "", 0.0, (), tuple(skipped))
@@ -137,14 +139,16 @@ def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str
 
 
 def best_schedule(topo: Topology, op: str, size: float, rs: RankSet, cfg, names: Sequence[str],
-                  first_only: bool = False):
-    """Simulate each named algorithm; returns ((network s, schedule, sim) of the fastest or None,
-    [(name, network s)], [(name, why it cannot run here)]).  Launch overhead is not included; algorithms
-    that do not implement ``op`` at all are left out of the reasons unless one was forced."""
-    best, times, skipped = None, [], []
+                  first_only: bool = False, rt=None, mode: str = "fastest"):
+    """Simulate each named algorithm; returns ((seconds, schedule, sim) of the chosen one or None,
+    [(name, seconds)], [(name, why it cannot run here)]).  With the runtime constants ``rt`` each algorithm
+    runs at its class's link-rate fraction and pays the runtime's cost per step (launch overhead excluded);
+    ``mode`` 'runtime' chooses within the size's class (see fabric.runtime.pick), 'fastest' the fastest."""
+    runs, times, skipped = {}, [], []
     for name in names:
+        t_topo = class_topology(topo, CLASS_OF[name], rt, op) if rt is not None else topo
         try:
-            sched = ALGORITHMS[name](op, size, rs, topo, cfg)
+            sched = ALGORITHMS[name](op, size, rs, t_topo, cfg)
         except WrongOp as e:  # does not implement this op at all: only worth saying when forced
             if len(names) == 1:
                 skipped.append((name, str(e)))
@@ -152,31 +156,30 @@ def best_schedule(topo: Topology, op: str, size: float, rs: RankSet, cfg, names:
         except NotApplicable as e:
             skipped.append((name, str(e)))
             continue
-        sim = simulate(topo, sched)
-        times.append((name, sim.time_s))
-        if best is None or sim.time_s < best[0]:
-            best = (sim.time_s, sched, sim)
+        sim = simulate(t_topo, sched)
+        t = sim.time_s + (rt.step_overhead_s * messages(sched) if rt is not None else 0.0)
+        times.append((name, t))
+        runs[name] = (t, sched, sim)
         if first_only:
             break  # the runtime takes the first of its size-ordered choices that can run
-    return best, times, skipped
+    chosen = pick(times, size, cfg, mode)
+    return (runs[chosen[0]] if chosen else None), times, skipped
 
 
-def _choose(algorithm: Optional[str], op: str, size: float, cfg) -> Tuple[str, ...]:
-    """Algorithms to try: all (auto), the one forced, or the runtime's size thresholds [CCA]."""
-    if algorithm in (None, "", "auto"):
-        return tuple(ALGORITHMS)
+def _choose(algorithm: Optional[str], op: str, size: float, cfg) -> Tuple[Tuple[str, ...], str]:
+    """(algorithms to try, how to choose): the runtime's pick by size class (default), the fastest of all
+    (auto), or the one forced."""
+    if algorithm in (None, "", "runtime"):
+        return tuple(ALGORITHMS), "runtime"
     name = str(algorithm).strip().lower()
-    if name == "runtime":  # Mesh < 1 MB, RDH up to 56 MB, rings above [CCA]; the first that can run
-        if op in ("all-to-all", "send-recv"):
-            return ("direct",)
-        first = "direct" if size < cfg.mesh_max_bytes else "rdh" if size <= cfg.rdh_max_bytes else "dual-ring"
-        return (first, "hierarchical", "dual-ring", "torus-rings", "ring")
+    if name in ("auto", "fastest"):
+        return tuple(ALGORITHMS), "fastest"
     if name not in ALGORITHMS:
         near = difflib.get_close_matches(name, list(ALGORITHMS), n=2, cutoff=0.4)
         raise ConfigError(f"unknown algorithm {algorithm!r}", rule="fabric-algorithm",
-                          limit=["auto", "runtime"] + list(ALGORITHMS), value=algorithm,
+                          limit=["runtime", "auto"] + list(ALGORITHMS), value=algorithm,
                           hint=f"did you mean {', '.join(near)}?" if near else None)
-    return (name,)
+    return (name,), "fastest"
 
 
 def _gpu_collective(topo: GpuTopology, op: str, size: float, ranks, algorithm: Optional[str]) -> CollectiveResult:

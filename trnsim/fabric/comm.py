@@ -12,10 +12,11 @@ import os
 from typing import Dict, Optional, Sequence, Tuple
 
 from .algorithms import ALGORITHMS
-from .closed_form import algorithm_pieces, best_of
+from .closed_form import algorithm_pieces, piece_times
 from .collectives import best_schedule, canonical_op
 from .config import load_fabric_config
 from .gpu import build_gpu_topology, gpu_system_key, nccl_time
+from .runtime import CLASS_OF, class_topology, group_topology, pick
 from .schedule import RankSet
 from .topology import build_topology
 
@@ -24,10 +25,11 @@ class FabricComm:
     """Collective times on one system (``instances`` copies joined by EFA) at one LNC, memoized.
 
     Ranks are logical NeuronCore indices 0..N-1: core r lives on chip r // (cores_per_chip / lnc),
-    instances numbered consecutively.  On a GPU system (gpus.toml) ranks are GPU indices, the GPUs of one
+    instances numbered consecutively.  The runtime picks the algorithm class by message size (mesh, RDH,
+    rings) and pays its launch and per-step costs (fabric.toml [runtime.<chip>]).  On a GPU system (gpus.toml) ranks are GPU indices, the GPUs of one
     NVLink domain consecutive, timed with NCCL's cost model (``fabric.gpu``); ``lnc`` does not apply.  ``runtime=False`` leaves out the runtime constants of fabric.toml
-    (launch overhead, bandwidth efficiency): links at their nominal rate, for callers that calibrate their
-    own (the model layer)."""
+    (launch and step costs, efficiencies, the size classes): links at their nominal rate, the fastest
+    algorithm, for callers that calibrate their own."""
 
     def __init__(self, system: str, instances: int = 1, lnc: Optional[int] = 1,
                  hardware_file: Optional[str] = None, simulate: bool = False, runtime: bool = True):
@@ -45,9 +47,11 @@ class FabricComm:
             return
         topo = _topology(system, instances, lnc, hardware_file)  # validates now, not later
         self.cfg = load_fabric_config(hardware_file)
-        rt = self.cfg.runtime(topo.chip)
-        self.launch_s = rt.launch_overhead_s if runtime else 0.0
-        self.topology = topo if runtime else dataclasses.replace(topo, efficiency=1.0)
+        self.rt = self.cfg.runtime(topo.chip) if runtime else None
+        self.launch_s = self.rt.launch_overhead_s if runtime else 0.0
+        self.step_s = self.rt.step_overhead_s if runtime else 0.0
+        # runtime=False: every link at its nominal rate, the fastest algorithm, no software costs
+        self.topology = topo if runtime else dataclasses.replace(topo, efficiency=1.0, efa_efficiency=1.0)
         self.lnc = topo.lnc
 
     @property
@@ -74,7 +78,8 @@ class FabricComm:
         else:
             coeffs = None if self.simulate else self._fast(op, group)
             if coeffs:
-                name, t = best_of(coeffs, float(size_bytes))
+                mode = "runtime" if self.runtime else "fastest"
+                name, t = pick(piece_times(coeffs, float(size_bytes), self.step_s), float(size_bytes), self.cfg, mode)
             else:
                 name, t = self._simulated(op, float(size_bytes), group)
             hit = (name, t + self.launch_s)
@@ -84,26 +89,34 @@ class FabricComm:
     def _fast(self, op: str, group: Tuple[int, ...]) -> Optional[list]:
         """Closed-form candidates of a regular-grid group, or None (irregular: simulate instead); shared by
         every FabricComm of the process (the planner builds one per configuration)."""
-        return _pieces(self.topology, op, group, self.hardware_file)
+        return _pieces(group_topology(self.topology, group), op, group, self.hardware_file, self.runtime)
 
     def _simulated(self, op: str, size: float, group: Tuple[int, ...]) -> Tuple[str, float]:
-        """The flow simulator's fastest algorithm and its network seconds (no launch overhead)."""
-        rs = RankSet(self.topology, group)
-        best, _, skipped = best_schedule(self.topology, op, size, rs, self.cfg, tuple(ALGORITHMS))
+        """The flow simulator's choice and its seconds (no launch overhead)."""
+        topo = group_topology(self.topology, group)
+        rs = RankSet(topo, group)
+        best, _, skipped = best_schedule(topo, op, size, rs, self.cfg, tuple(ALGORITHMS), rt=self.rt,
+                                         mode="runtime" if self.runtime else "fastest")
         if best is None:
             from ..errors import ConfigError
             raise ConfigError(f"no algorithm can run {op} over {rs.n} ranks of {self.topology.name}"
                               f" ({'; '.join(r for _, r in skipped)})", rule="fabric-algorithm",
-                              limit=list(ALGORITHMS), value="auto")
+                              limit=list(ALGORITHMS), value="runtime")
         return best[1].algorithm, best[0]
 
 
 @functools.lru_cache(maxsize=8192)
-def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str]) -> Optional[list]:
+def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str], runtime: bool) -> Optional[list]:
     rs = RankSet(topo, group)
     if not rs.is_grid:
         return None
-    return algorithm_pieces(topo, op, rs, load_fabric_config(hardware_file), tuple(ALGORITHMS))
+    cfg = load_fabric_config(hardware_file)
+    rt = cfg.runtime(topo.chip) if runtime else None
+    out = []
+    for cls in ("mesh", "rdh", "ring"):  # each class at its own fraction of link rate
+        names = tuple(n for n in ALGORITHMS if CLASS_OF[n] == cls)
+        out += algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo, op, rs, cfg, names)
+    return out
 
 
 @functools.lru_cache(maxsize=256)

@@ -13,10 +13,26 @@ from ..hardware.loader import unwrap
 
 @dataclass(frozen=True)
 class Runtime:
-    """Per chip family: fixed cost of one collective launch and the achieved fraction of link rate."""
+    """Per chip family, the collective runtime as it works: a fixed cost per launch, a cost per step each rank
+    takes (per peer message in a mesh step), the fraction of link rate each algorithm class reaches
+    (pipelined rings, recursive halving-doubling, mesh) and EFA reaches, and what carries bytes between the
+    cores of one chip (a per-core DMA rate and a per core-pair path rate, per physical core)."""
     launch_overhead_s: float
-    bandwidth_efficiency: float
+    step_overhead_s: float
+    bandwidth_efficiency: float  # pipelined rings (ring, dual-ring, torus-rings, hierarchical)
+    rdh_efficiency: float
+    mesh_efficiency: float
+    efa_efficiency: float
+    p2p_efficiency: float  # all-to-all and send-recv: no reduction, bulk DMA writes
+    core_dma_bytes_per_s: float
+    core_pair_bytes_per_s: float
     default_lnc: int
+
+    def class_efficiency(self, cls: str, op: str = "all-reduce") -> float:
+        """Achieved fraction of NeuronLink rate of an algorithm class (ring, rdh, mesh) running ``op``."""
+        if op in ("all-to-all", "send-recv"):
+            return self.p2p_efficiency
+        return {"ring": self.bandwidth_efficiency, "rdh": self.rdh_efficiency, "mesh": self.mesh_efficiency}[cls]
 
 
 @dataclass(frozen=True)
@@ -122,12 +138,16 @@ def _from_raw(raw: Mapping) -> FabricConfig:
     t = unwrap(raw, "", sources, "fabric.toml")
     runtimes = {}
     for chip in t.get("runtime", {}):
-        rt = Runtime(launch_overhead_s=_get(t, f"runtime.{chip}.launch_overhead_s", float),
-                     bandwidth_efficiency=_get(t, f"runtime.{chip}.bandwidth_efficiency", float),
-                     default_lnc=_get(t, f"runtime.{chip}.default_lnc", int))
-        if not 0 < rt.bandwidth_efficiency <= 1:
-            raise HardwareFileError(f"fabric.toml: runtime.{chip}.bandwidth_efficiency must lie in (0, 1]",
-                                    rule="hardware-file-range", limit="(0, 1]", value=rt.bandwidth_efficiency)
+        rt = Runtime(**{f: _get(t, f"runtime.{chip}.{f}", int if f == "default_lnc" else float)
+                        for f in Runtime.__dataclass_fields__})
+        for f in ("bandwidth_efficiency", "rdh_efficiency", "mesh_efficiency", "efa_efficiency", "p2p_efficiency"):
+            if not 0 < getattr(rt, f) <= 1:
+                raise HardwareFileError(f"fabric.toml: runtime.{chip}.{f} must lie in (0, 1]",
+                                        rule="hardware-file-range", limit="(0, 1]", value=getattr(rt, f))
+        for f in ("core_dma_bytes_per_s", "core_pair_bytes_per_s"):
+            if getattr(rt, f) <= 0:
+                raise HardwareFileError(f"fabric.toml: runtime.{chip}.{f} must be positive",
+                                        rule="hardware-file-range", limit="> 0", value=getattr(rt, f))
         runtimes[chip] = rt
     return FabricConfig(
         figure_counts_both_directions=_get(t, "links.figure_counts_both_directions", bool),

@@ -18,6 +18,7 @@ class Step:
     nbytes: np.ndarray
     repeat: int = 1
     label: str = ""
+    fanout: int = 1  # messages each sending rank issues in the step (its peers), for the runtime's step cost
 
     @property
     def flows(self) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
@@ -47,10 +47,13 @@ class Topology:
     switch_bw: float
     efa_bw: float
     switch_extra_levels: int
-    efficiency: float
+    efficiency: float  # NeuronLink / switch / intra-chip links
     step_s: float
     efa_step_s: float
     forward_hop_s: float
+    efa_efficiency: float = 1.0
+    core_bw: float = 0.0  # one rank's DMA rate to the other cores of its chip (bytes/s per direction)
+    core_pair_bw: float = 0.0  # the path between two cores of one chip (bytes/s per direction)
 
     # ---------------------------------------------------------------------------------- sizes
     @property
@@ -108,8 +111,30 @@ class Topology:
             dim = ((ids[torus] - t) // 2) % nd
             cap[torus] = np.asarray(self.dim_bw + (0.0,) * nd)[dim]
         cap[(ids >= s) & (ids < e)] = self.switch_bw
-        cap[ids >= e] = self.efa_bw
-        return cap if nominal else cap * self.efficiency
+        if nominal:
+            cap[ids >= e] = self.efa_bw
+            return cap
+        # the core-to-core rates are what the cores' DMA achieves (measured), not a nominal link rate
+        cap[ids >= t] *= self.efficiency
+        cap[ids >= e] = self.efa_bw * self.efa_efficiency
+        return cap
+
+    def with_runtime(self, rt) -> "Topology":
+        """This topology with a chip family's runtime figures: link-rate fractions, and the core-to-core rates
+        (per physical core in the data file: a logical core of LNC=2 drives two cores' DMA queues)."""
+        core, pair = rt.core_dma_bytes_per_s * self.lnc, rt.core_pair_bytes_per_s * self.lnc
+        k = self.cores_per_chip
+        return replace(self, efficiency=rt.bandwidth_efficiency, efa_efficiency=rt.efa_efficiency, core_bw=core,
+                       core_pair_bw=pair, intra_chip_bw=core if k <= 1 else min(k * core, k * (k - 1) * pair))
+
+    def for_group(self, ranks_per_chip: int) -> "Topology":
+        """This topology with the chip's core-to-core capacity a collective gets when ``ranks_per_chip`` of its
+        ranks share a chip: each rank's DMA rate, bounded by the core-pair paths the ranks have between them."""
+        k = max(1, int(ranks_per_chip))
+        if not self.core_bw or k == 1:
+            return self
+        bw = min(k * self.core_bw, k * (k - 1) * self.core_pair_bw)
+        return self if bw == self.intra_chip_bw else replace(self, intra_chip_bw=bw)
 
     def link_name(self, link: int) -> str:
         """Readable name of a link id, e.g. 'chip 3 x+ (NeuronLink)'."""
@@ -269,7 +294,7 @@ def build_topology(system: str, instances: int = 1, lnc: Optional[int] = None,
             efa_bw = spec.efa_bits_per_s_per_chip / 8.0 / (1.0 if cfg.efa_figure_per_direction else 2.0)
     return Topology(system=spec.key if spec else chip.key, name=spec.name if spec else chip.name,
                     chip=chip.key, topology=topo, dims=dims, units=instances,
-                    cores_per_chip=chip.cores // lnc, lnc=lnc, intra_chip_bw=chip.dma_bandwidth_bytes_per_s,
+                    cores_per_chip=chip.cores // lnc, lnc=lnc, intra_chip_bw=0.0,
                     dim_bw=dim_bw, switch_bw=switch_bw, efa_bw=efa_bw, switch_extra_levels=extra,
-                    efficiency=rt.bandwidth_efficiency, step_s=cfg.step_s, efa_step_s=cfg.efa_step_s,
-                    forward_hop_s=cfg.forward_hop_s)
+                    efficiency=1.0, step_s=cfg.step_s, efa_step_s=cfg.efa_step_s,
+                    forward_hop_s=cfg.forward_hop_s).with_runtime(rt)

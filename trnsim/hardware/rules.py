@@ -43,7 +43,7 @@ RANGES: Dict[str, Dict[str, str]] = {
 # the orders a capacity check may take live ranges from (nki/core/liveness.py)
 LIVENESS_RULES = ("program_order", "hoist_last_reader")
 # how automatically allocated SBUF tiles get physical bytes for timing (nki/core/placement.py)
-PLACEMENT_POLICIES = ("private", "reuse_lru")
+PLACEMENT_POLICIES = ("private", "reuse_lru", "site_buffers")
 # how a partition-dim operand broadcast is executed (nki/core/broadcast_lowering.py)
 BROADCAST_LOWERINGS = ("tensor", "dma", "free")
 BROADCAST_REUSE = ("resident", "none")   # whether consumers of one broadcast view share its copy

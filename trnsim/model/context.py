@@ -45,6 +45,24 @@ class Context:
             t = self._comm_memo[key] = self.comm.time_s(op, size, list(ranks))
         return t
 
+    def charge(self, op: str, size: float, ranks, calls: float, tally: Optional[dict] = None) -> float:
+        """Seconds of ``calls`` identical collectives, recorded per kind in ``tally`` (calls, seconds and the
+        buffer bytes summed over the calls)."""
+        t = calls * self.comm_s(op, size, ranks)
+        if tally is not None and t > 0:
+            add_collective(tally, op, calls, t, calls * size)
+        return t
+
+
+def add_collective(tally: dict, op: str, calls: float, seconds: float, nbytes: float) -> None:
+    """Add ``calls`` collectives of kind ``op`` to a per-kind tally ``{op: {calls, seconds, bytes}}``."""
+    e = tally.setdefault(op, {"calls": 0.0, "seconds": 0.0, "bytes": 0.0})
+    e["calls"] += calls
+    if float(e["calls"]).is_integer():
+        e["calls"] = int(e["calls"])
+    e["seconds"] += seconds
+    e["bytes"] += nbytes
+
 
 def make_context(model: Union[str, ModelConfig], instance: Union[str, SystemModel], nodes: int = 1,
                  lnc: Optional[int] = None, precision: str = "bf16", sparsity: Optional[str] = None,

@@ -40,6 +40,24 @@ class Costing:
             out[cls] = out.get(cls, 0.0) + g.count * t
         return out
 
+    def bound(self, op: Op) -> str:
+        """"memory" where ``op`` streams HBM faster than it computes, else "compute"."""
+        if self.roof is not None:
+            return "memory" if op_class(op, self.roof) == "memory" else "compute"
+        bound = getattr(self.costs, "bound", None)
+        return bound(op) if bound else "compute"
+
+    def parts(self, graph: OpGraph) -> Dict[str, float]:
+        """Seconds of a graph split into streaming weights (memory-bound matmuls), reading the KV cache
+        (memory-bound attention) and the rest (compute-bound ops, vector ops)."""
+        out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
+        for g in graph.ops:
+            mem = self.bound(g.op) == "memory"
+            part = ("weights" if g.op.kind == "matmul" else "kv" if g.op.kind == "attention" else "compute") \
+                if mem else "compute"
+            out[part] += g.count * self.seconds(g.op)
+        return out
+
     def ops_by_how(self) -> Dict[str, List[str]]:
         """Op names grouped by how their cost was obtained."""
         return {k: sorted(v) for k, v in sorted(self.how.items())}

@@ -30,19 +30,20 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
     layers = cfg.layers / par.pp
     T = batch * q
     comm = 0.0
+    tally: dict = {}
     if par.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
         ranks, size = group_ranks(par, "tp"), T * cfg.hidden * a
-        if par.sp and not decode:   # sequence parallel prefill: each all-reduce becomes RS + AG
-            per = ctx.comm_s("reduce-scatter", size, ranks) + ctx.comm_s("all-gather", size, ranks)
-        else:
-            per = ctx.comm_s("all-reduce", size, ranks)
-        comm += (2 * layers + 1) * per
+        # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
+        ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
+        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
     # experts spread over the TP group see the tokens the group already shares: the MoE output joins the
     # layer's all-reduce, no all-to-all is needed
-    p2p = ctx.comm_s("send-recv", T * cfg.hidden * a, group_ranks(par, "pp")) if par.pp > 1 else 0.0
+    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
+        if par.pp > 1 else 0.0
     stage = compute + comm
-    return dict(total=par.pp * stage + (par.pp - 1) * p2p, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=(par.pp - 1) * p2p, stage=stage)
+    parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
+    return dict(total=par.pp * stage + p2p, compute=par.pp * compute, comm=par.pp * comm,
+                p2p=p2p, stage=stage, parts=parts, collectives=tally)
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int) -> int:
@@ -116,8 +117,10 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         memory_per_core_gib=mem.total / GIB, kv_cache_gib=mem.kv_cache / GIB, memory=mem.to_dict(),
         chips_needed=need,
         breakdown={"prefill_compute_ms": prefill["compute"] * 1e3, "prefill_comm_ms": (prefill["comm"] +
-                   prefill["p2p"]) * 1e3, "decode_compute_ms": decode["compute"] * 1e3,
+                   prefill["p2p"]) * 1e3, "decode_weights_ms": decode["parts"]["weights"] * 1e3,
+                   "decode_kv_ms": decode["parts"]["kv"] * 1e3, "decode_compute_ms": decode["parts"]["compute"] * 1e3,
                    "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3},
+        collectives={"prefill": prefill["collectives"], "decode": decode["collectives"]},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
         sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes))

@@ -46,6 +46,8 @@ class TrainingEstimate:
     ops_by_how: Mapping[str, List[str]]
     sim_seconds: float
     notes: Tuple[str, ...] = ()
+    # per collective kind over the step: calls, seconds and buffer bytes summed over the calls
+    collectives: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""
@@ -100,6 +102,8 @@ class InferenceEstimate:
     sim_seconds: float
     serving: Optional[ServingEstimate] = None
     notes: Tuple[str, ...] = field(default_factory=tuple)
+    # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
+    collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from .config import ModelConfig
-from .context import Context, make_context
+from .context import Context, add_collective, make_context
 from .datafiles import figure
 from .frameworks import check_zero, defaults_note, get_framework
 from .lora import adapter_params_total, make_lora
@@ -226,8 +226,12 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     fixed = fw.step_cost_s(system.target)
     step = pipeline + bubble + dp_exposed + opt + fixed
 
+    kinds: Dict[str, Dict] = {}
     for c in colls.values():   # TP/SP/CP/EP/PP collectives sit on the critical path, once per micro-batch
         c.update(seconds=c["seconds"] * m, exposed=c["seconds"] * m, overlapped=0.0)
+        add_collective(kinds, c["op"], c["count"] * m, c["seconds"], c["bytes"] * c["count"] * m)
+    for c in dp_comm.values():
+        add_collective(kinds, c["op"], c["count"], c["seconds"], c["bytes"] * c["count"])
     comm_all = {**colls, **dp_comm}
     tokens = global_batch * seq
     model_flops = _model_flops(cfg, seq) * tokens
@@ -262,7 +266,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         memory_per_core_gib=mem.total / GIB, memory=mem.to_dict(), breakdown=breakdown, comm=comm_all,
         error_band={"step_time_s": band, "seq_per_s": band, "tokens_per_s": band, "mfu": band},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, notes=tuple(notes))
+        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds)
 
 
 def _model_flops(cfg: ModelConfig, seq: int) -> float:

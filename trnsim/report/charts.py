@@ -49,7 +49,8 @@ def _plotly(c: Chart) -> str:
     if c.kind == "scatter":
         xs, ys = c.x, c.series[0][1]
         fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="markers+text", text=list(c.labels),
-                                 textposition="top center", name=c.series[0][0], marker=dict(size=11)))
+                                 textposition=label_positions(xs, ys, c.log_x, c.log_y),
+                                 name=c.series[0][0], marker=dict(size=11)))
         if c.frontier:
             fx, fy = zip(*c.frontier)
             fig.add_trace(go.Scatter(x=list(fx), y=list(fy), mode="lines", name="Pareto frontier",
@@ -128,6 +129,28 @@ def render(c: Chart, which: Optional[str] = None) -> Optional[str]:
     if which == "matplotlib":
         return _matplotlib(c)
     return None
+
+
+# where a point's label goes, tried in order until it does not collide with a label placed before
+_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
+_NEAR = 0.08   # labels of points closer than this share of both axis ranges would overlap
+
+
+def label_positions(xs: Sequence[float], ys: Sequence[float], log_x: bool = False,
+                    log_y: bool = False) -> List[str]:
+    """A text position per scatter point such that no two nearby points put their labels on the same
+    side (the p5 and p5en points sit close together and their labels overlapped)."""
+    import math
+    tx = [math.log10(x) if log_x and x > 0 else float(x) for x in xs]
+    ty = [math.log10(y) if log_y and y > 0 else float(y) for y in ys]
+    span_x = (max(tx) - min(tx)) or 1.0
+    span_y = (max(ty) - min(ty)) or 1.0
+    out: List[str] = []
+    for i in range(len(tx)):
+        near = {out[j] for j in range(i) if abs(tx[i] - tx[j]) < _NEAR * span_x
+                and abs(ty[i] - ty[j]) < _NEAR * span_y}
+        out.append(next((p for p in _POSITIONS if p not in near), _POSITIONS[i % len(_POSITIONS)]))
+    return out
 
 
 def pareto_frontier(points: Sequence[Tuple[float, float]]) -> List[Tuple[float, float]]:

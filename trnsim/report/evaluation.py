@@ -28,7 +28,7 @@ def break_even_table(ev: Dict) -> Table:
     """Per system: migration dollars, saving per 1M tokens against the baseline, break-even tokens."""
     rows = []
     for sys_, be in ev.get("break_even", {}).items():
-        rows.append([sys_, money(be["porting_usd"]), f"${be['saving_usd_per_mtok']:,.4g}",
+        rows.append([sys_, money(be["porting_usd"]), money(be['saving_usd_per_mtok']),
                      f"{be['tokens']:.3g}" if be["pays_back"] else "never"])
     return ["system", "migration cost", "saving per 1M tokens", "break-even (tokens)"], rows
 

@@ -12,10 +12,13 @@ DAY = 86400.0
 def pareto_chart(d: Dict) -> Chart:
     """Total cost against time to result, every system a labelled point, the frontier dashed."""
     pts = [(s["time_to_result_s"] / DAY, s["cost_usd"] + _extra(d, s)) for s in d["systems"]]
-    return Chart(id="pareto-chart", title="Cost vs time to result (lower left is better)", kind="scatter",
+    # the axis names exactly what is plotted: in an evaluation the run's cost plus the migration items
+    what = "run cost + 12-month migration cost (USD)" if d.get("evaluation") else "run cost (USD)"
+    return Chart(id="pareto-chart", title=f"{what.split(' (')[0].capitalize()} vs time to result "
+                 "(lower left is better)", kind="scatter",
                  x=tuple(p[0] for p in pts), series=(("systems", tuple(p[1] for p in pts)),),
                  labels=tuple(s["system"] for s in d["systems"]), frontier=tuple(pareto_frontier(pts)),
-                 x_title="time to result (days)", y_title="total cost (USD)")
+                 x_title="time to result (days)", y_title=what)
 
 
 def _extra(d: Dict, s: Dict) -> float:

@@ -2,6 +2,8 @@
 outputs. Input is the plain dict ``Comparison.to_dict()`` (or ``Evaluation.to_dict()``) returns."""
 from __future__ import annotations
 
+import math
+
 from typing import Dict, List, Sequence, Tuple
 
 Table = Tuple[List[str], List[List[str]]]
@@ -15,8 +17,15 @@ def _cfg(c: Dict) -> str:
 
 
 def money(v: float) -> str:
-    """Dollars with thousands separators (cents below $100)."""
-    return f"${v:,.2f}" if abs(v) < 100 else f"${v:,.0f}"
+    """Dollars for people: the sign before the $, thousands separators, whole dollars from $100, cents from
+    $1, three significant digits below (never an exponent: $0.000094, not $9.4e-05)."""
+    sign, a = ("-" if v < 0 else ""), abs(float(v))
+    if a >= 100:
+        return f"{sign}${a:,.0f}"
+    if a >= 1 or a == 0:
+        return f"{sign}${a:,.2f}"
+    decimals = 2 - math.floor(math.log10(a))
+    return f"{sign}${a:.{decimals}f}"
 
 
 def duration(s: float) -> str:
@@ -55,7 +64,7 @@ def systems_table(d: Dict) -> Table:
             mid = [f"{m['ttft_ms']:,.0f}", f"{m['tpot_ms']:,.1f}", f"{m['capacity_requests_per_s']:,.1f}"]
         extra = [money(s["total_with_engineering_usd"])] if ev else []
         month = [money(s["usd_per_month"])] if monthly else []
-        rows.append(head + mid + [money(s["cost_usd"])] + month + extra + [f"${s['usd_per_mtok']:,.4g}", f"{s['energy_kwh']:,.0f}",
+        rows.append(head + mid + [money(s["cost_usd"])] + month + extra + [money(s['usd_per_mtok']), f"{s['energy_kwh']:,.0f}",
                                   f"{s['tokens_per_mwh']:,.3g}", f"{pp:.2f}x" if pp else "-",
                                   f"+-{100 * s['error_band']['relative']:.0f} %"])
     return cols, rows
@@ -67,7 +76,7 @@ def prices_table(d: Dict) -> Table:
     for s in d["systems"]:
         p = s["price"]
         src = "your price" if p.get("user") else f"{p['kind']}, {p['region']}, as of {p['as_of']} [{p['id']}]"
-        rows.append([s["system"], f"${p['usd_per_hour']:,.4g}/h", src])
+        rows.append([s["system"], money(p['usd_per_hour']) + "/h", src])
     return ["system", "price", "source"], rows
 
 
@@ -82,7 +91,7 @@ def sensitivity_table(d: Dict) -> Table:
         vals = [c["values"][s] for c in cases]
         # wins counted over the band's cases only, as the summary sentence counts them
         won = sum(1 for c in sens["cases"] if c["winner"] == s)
-        rows.append([s, f"${sens['base']['values'][s]:,.4g}", f"${min(vals):,.4g}", f"${max(vals):,.4g}",
+        rows.append([s, money(sens['base']['values'][s]), money(min(vals)), money(max(vals)),
                      f"{won} of {len(sens['cases'])}"])
     return ["system", "$/1M tok (base)", "lowest in band", "highest in band", "cases won"], rows
 

@@ -40,6 +40,14 @@ def _hideable(fig, cycles: float) -> float:
     return min(fig.bubble_overlap * fig.access_bubble_cycles, max(0.0, cycles - fig.min_ii_cycles))
 
 
+def _strided_region(r) -> bool:
+    """Whether on-chip operand ``r`` steps through its partition's elements with a gap (innermost
+    run of one element, more than one element per partition): the ARCH2 stride rule.  A
+    per-partition scalar ([P, 1], e.g. an activation's scale column) is one element per
+    partition, read once: not strided."""
+    return r.memory != "hbm" and r.elements > r.partitions and r.contiguous <= _width(r.dtype)
+
+
 def _cost_class(ins: Instruction) -> str:
     """The registry's cost class of ``ins`` (ir/opcodes.py); an unregistered opcode is an error."""
     spec = OPCODES.get(ins.opcode)
@@ -195,8 +203,7 @@ class CostModel:
     def compute(self, ins: Instruction) -> ComputeCost:
         """Vector / Scalar / GpSimd / Sync cost, memoized by everything the rules read."""
         key = (ins.engine, ins.opcode, ins.free, ins.dtype_in, ins.dtype_out,
-               tuple((r.memory, r.contiguous == _width(r.dtype) and r.elements > 1)
-                     for r in ins.reads + ins.writes), ins.attr("reduce_op"), ins.attr("active_free"))
+               tuple((r.memory, _strided_region(r)) for r in ins.reads + ins.writes), ins.attr("reduce_op"), ins.attr("active_free"))
         got = self._memo.get(key)
         if got is not None:
             return got
@@ -220,8 +227,7 @@ class CostModel:
 
     @staticmethod
     def _strided(ins: Instruction) -> bool:
-        return any(r.elements > 1 and r.contiguous <= _width(r.dtype)
-                   for r in ins.reads + ins.writes if r.memory != "hbm")
+        return any(_strided_region(r) for r in ins.reads + ins.writes)
 
     def _vector(self, ins: Instruction, cls: str) -> ComputeCost:
         v = self.t.vector

@@ -4,6 +4,8 @@ Sizes follow nccl-tests: S is the all-reduce buffer, the all-gather output, the 
 the all-to-all total per rank, the broadcast / send-recv message."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..config import FabricConfig
@@ -81,7 +83,8 @@ def direct(op: str, size: float, rs: RankSet, topo: Topology, cfg: FabricConfig)
         return Schedule(op, "direct", (chip_step(topo, ranks, np.roll(ranks, -1), size, 1, op),))
     if op == "broadcast":
         order = ring_order(rs, ranks)
-        return Schedule(op, "direct", (chip_step(topo, order[:1].repeat(n - 1), order[1:], size, 1, op),))
+        step = chip_step(topo, order[:1].repeat(n - 1), order[1:], size, 1, op)
+        return Schedule(op, "direct", (replace(step, fanout=n - 1),))
     chips, counts = np.unique(ranks // topo.cores_per_chip, return_counts=True)
     if chips.size ** 2 > cfg.max_flows_per_step:
         raise NotApplicable(f"direct: {chips.size ** 2} chip pairs exceed simulator.max_flows_per_step "
@@ -95,7 +98,7 @@ def direct(op: str, size: float, rs: RankSet, topo: Topology, cfg: FabricConfig)
     repeat = 2 if op == "all-reduce" else 1
     if op not in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         raise WrongOp(f"direct does not run {op}")
-    return Schedule(op, "direct", (Step(src[keep], dst[keep], nbytes[keep], repeat, op),))
+    return Schedule(op, "direct", (Step(src[keep], dst[keep], nbytes[keep], repeat, op, fanout=n - 1),))
 
 
 def pairwise(op: str, size: float, rs: RankSet, topo: Topology, cfg: FabricConfig) -> Schedule:

@@ -89,6 +89,13 @@ class GpuOpCosts:
         raise ConfigError(f"{kind} ops are memory-bound here", rule="op-kind", limit=("matmul", "attention"),
                           value=kind)
 
+    def bound(self, op: Op) -> str:
+        """"memory" where the op's HBM bytes take longer than its FLOPs on this GPU, else "compute"."""
+        if op.kind in MEMORY_KINDS:
+            return "memory"
+        mem = op_bytes(op, self.table.passes) / self.hbm_bytes_per_s
+        return "memory" if mem >= op_flops(op) / self.achieved_flops(op.kind) else "compute"
+
     def time(self, op: Op) -> OpTime:
         """Seconds of ``op`` on one GPU, all batch repeats included (``how="roofline"``)."""
         if op.kind not in OP_KINDS:

@@ -11,7 +11,6 @@ from ...errors import ConfigError
 from ..efficiency import Calibration
 from ..precision import Precision, PrecisionError
 from .costs import GpuOpCosts
-from .comm import GpuComm
 from .efficiency import estimator_figures, load_efficiency
 from .systems import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
 
@@ -32,6 +31,7 @@ class GpuSystem:
     nodes: int = 1
     lnc: int = 1
     rank_name: str = "GPU"
+    _costs: dict = field(default_factory=dict, repr=False, compare=False)   # op costs per format, reused
 
     @property
     def key(self) -> str:
@@ -97,6 +97,9 @@ class GpuSystem:
                  efficiency: Optional[Mapping[str, float]] = None) -> GpuOpCosts:
         """Roofline x efficiency on one GPU; training uses the re-fitted op-level factors (the file's lumped
         factors hold the communication and bubbles the estimator adds itself)."""
+        key = (prec.name, training, tuple(sorted((efficiency or {}).items())))
+        if key in self._costs:
+            return self._costs[key]
         eff = dict(efficiency or {})
         if training:
             table = load_efficiency(self.gpu.key)
@@ -107,7 +110,8 @@ class GpuSystem:
             eff.setdefault("matmul", min(1.0, table.matmul[prec.name] * scale))
             eff.setdefault("attention", min(1.0, table.attention[table.attention_precision]
                                             * f["training.matmul_bf16_scale"]))
-        return GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+        costs = self._costs[key] = GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+        return costs
 
     def roofline(self, prec: Precision) -> None:
         """None: the GPU's efficiency factors live inside ``GpuOpCosts``."""
@@ -124,9 +128,10 @@ class GpuSystem:
         return Calibration(factors={}, bands=bands, rows=rows, note=note)
 
     def collectives(self, hardware_file: Optional[str] = None, simulate: bool = False):
-        """Seconds of one collective over this system's GPUs, launch cost included."""
-        # the GPU alpha-beta model until the fabric holds NVLink / InfiniBand domains
-        return GpuComm(self.key, self.nodes, self.catalog, self.figures)
+        """trnsim.fabric over this system's GPUs with NCCL's runtime constants (launch cost, protocol by
+        size): what ``trnsim collective`` prints."""
+        from ...fabric import FabricComm
+        return FabricComm(self.key, instances=self.nodes, lnc=1, hardware_file=hardware_file, simulate=simulate)
 
 
 def is_gpu_system(key: str, hardware_file: Optional[str] = None) -> bool:

@@ -51,7 +51,7 @@ class KernelContext:
     def __init__(self, *, options: Options, conventions: Conventions, core_id: int = 0,
                  program_id: Tuple[int, ...] = (), grid: Tuple[int, ...] = (),
                  trace: Optional[Trace] = None, shared: Optional[dict] = None,
-                 kernel_name: str = "kernel", lnc: int = 1):
+                 kernel_name: str = "kernel", lnc: int = 1, track_spills: bool = False):
         cat = load_catalog(options.hardware_file)
         self.catalog = cat
         self.chip: ChipSpec = cat.chip_for(options.target)
@@ -88,8 +88,10 @@ class KernelContext:
         self.sbuf = Accountant("sbuf", self.spec.sbuf)
         self.psum = Accountant("psum", self.spec.psum)
         self.spill_sbuf = spills_sbuf(conventions, self.spec.sbuf)  # the compiler's, per core data
-        if self.spill_sbuf:
-            self.sbuf.accesses = {}  # the compiler spills SBUF: keep what spill.py needs
+        if self.spill_sbuf or track_spills:
+            # the compiler spills SBUF (or this run must spill the copies it inserts, which a
+            # kernel that fails on its own overflow still may not): keep what spill.py needs
+            self.sbuf.accesses = {}
         self.hbm_used = 0
         self._manual: Dict[str, ManualMemory] = {}
         self.uninit_origins: List[str] = []
@@ -238,7 +240,7 @@ class KernelContext:
         if self.sbuf.spill_excess:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
-            meta["sbuf_spill_cause"] = "overflow"
+            meta["sbuf_spill_cause"] = "copies" if self.sbuf.copy_spill else "overflow"
             self._insert_spills()
         elif self.spill_sbuf and self.sbuf.intervals and \
                 (cause := needs_spill_plan(self.sbuf, self.trace)):   # held copies, fragmentation

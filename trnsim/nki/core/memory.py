@@ -15,6 +15,11 @@ from .liveness import hoisted_ranges, range_events, sweep_peak
 from .storage import Storage
 
 
+class CopySpillRerun(Exception):
+    """Raised by a check that must spill the copies the compiler inserts but ran without the
+    access record spills need; the launcher runs the kernel again with it (``track_spills``)."""
+
+
 class Accountant:
     """Capacity of one on-chip memory, checked with compiler-style liveness."""
     # An automatically placed tensor is live from its allocation to the last instruction that reads
@@ -44,6 +49,8 @@ class Accountant:
         # run first by ``check``: they may move tiles into this memory (a broadcast copy PSUM
         # cannot hold becomes an SBUF copy, broadcast_lowering.make_room), which must count here
         self.before_check: List[Callable[[], None]] = []
+        self.copies: set = set()   # ids of the copies the compiler inserts (charge_copy)
+        self.copy_spill = False    # an overflow only the inserted copies cause is spilled (check)
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         """Count an automatically placed storage from instruction ``first`` on."""
@@ -63,6 +70,7 @@ class Accountant:
         instruction ``first`` on; its accesses extend it as a tile's do."""
         self.intervals[sid] = [first, first, row_bytes, name, loc]
         self.parts[sid] = parts
+        self.copies.add(sid)
 
     def touch(self, sid: int, idx: int, write: bool = False) -> None:
         """Extend storage ``sid``'s live range to instruction ``idx``."""
@@ -86,6 +94,12 @@ class Accountant:
         ``trace`` / ``peer`` (the other memory): for a reordering liveness rule (liveness.py)."""
         for hook in self.before_check:
             hook()
+        if not spill and self.memory == "sbuf" and self._copies_overflow():
+            # the kernel's own tiles fit: the compiler makes room for its own copies (it spills),
+            # it does not refuse the kernel; spilling needs the accesses a spilling run records
+            if self.accesses is None:
+                raise CopySpillRerun()
+            spill = self.copy_spill = True
         if self.spec.liveness != "program_order" and trace is not None and not spill \
                 and self.intervals and self.peak_program() > self.capacity:
             self._check_reordered(trace, peer)
@@ -108,14 +122,30 @@ class Accountant:
                 used -= nbytes
                 live.discard(sid)
         if worst is not None:
+            self.spill_excess = worst[1] - self.capacity
+            if self.copy_spill:
+                warnings.warn(SbufSpillWarning(
+                    f"{self.memory.upper()}: the kernel's own tiles fit, the partition-broadcast "
+                    f"copies the compiler inserts overflow it by {self.spill_excess} B per "
+                    f"partition at the peak -- the compiler spills; trnsim adds the spill stores "
+                    f"and reloads (fewest possible) to the trace"), stacklevel=2)
+                return
             try:
                 self._overflow(*worst)
             except CapacityError as e:
-                self.spill_excess = worst[1] - self.capacity
                 warnings.warn(SbufSpillWarning(
                     f"{e} -- the NKI compiler spills the excess "
                     f"({self.spill_excess} B per partition at the peak) to HBM; trnsim adds "
                     f"the spill stores and reloads (fewest possible) to the trace"), stacklevel=2)
+
+    def _copies_overflow(self) -> bool:
+        """Whether this memory overflows in program order only because of the copies the compiler
+        inserts: without them the kernel's own tiles fit."""
+        if not self.copies or self.peak_program() <= self.capacity:
+            return False
+        own = ((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()
+               if sid not in self.copies)
+        return sweep_peak(own, self.manual_end)[0] <= self.capacity
 
     def _check_reordered(self, trace, peer: Optional["Accountant"]) -> None:
         """The check under the ``liveness`` rule's order: raise, or accept with its live ranges."""
@@ -191,7 +221,13 @@ class Accountant:
         if policy == "private" or not self.intervals or self.spill_excess:
             return
         got = self.placed   # needs_spill_plan placed the same ranges looking for fragmentation
-        if got is None:
+        if policy == "site_buffers":
+            if trace.instructions.blocks:  # synthesized tiles carry no allocation site
+                from .fastforward import Rerun
+                raise Rerun()
+            from .placement import place_by_site
+            got = place_by_site(self.intervals, self.spec.loop_buffers, self.manual_end)
+        elif got is None:
             from .placement import place_lru, synthesized_ranges
             ranges = [(iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()]
             if trace.instructions.blocks:  # fast-forwarded iterations: as a full run has them

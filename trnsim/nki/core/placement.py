@@ -9,6 +9,10 @@ every allocation a private buffer (unlimited multi-buffering); the policy here (
 placement`` in cores.toml) decides instead:
 
 - ``private``: no physical map; every tile keeps its own storage (today's timelines).
+- ``site_buffers``: the tiles one source line allocates (a loop's tile, iteration after
+  iteration) rotate through ``loop_buffers`` physical copies of their own: the k-th tile of a site
+  takes copy k mod n, so its first write waits for the last reader of the tile n iterations
+  earlier (n = 1: iterations serialized; 2: double buffering).  Sites never share bytes.
 - ``reuse_lru``: walked in program order over the live ranges the capacity accountant computed
   (memory.py), a new tile takes the free byte range released longest ago that holds it (never-used
   bytes count as oldest; if no single range does, the run of adjacent free ranges whose newest
@@ -48,6 +52,27 @@ def place_lru(ranges: Iterable[Tuple[int, int, int, int]], capacity: int,
                 out[sid] = at
         elif sid in out:
             free.release(out[sid], out[sid] + nbytes, pos)
+    return out
+
+
+def place_by_site(intervals: Dict[int, list], buffers: int, reserved: int = 0) -> Dict[int, int]:
+    """Byte offset per tile id of ``intervals`` (id -> [first, last, bytes, name, loc]): each
+    allocation site (source line) gets ``buffers`` copies of its largest tile, above ``reserved``;
+    its tiles, in allocation order, take copy k mod ``buffers``.  Offsets may pass the partition's
+    capacity: they key dependencies only (the capacity check is the accountant's)."""
+    sites: Dict[object, List[Tuple[int, int, int]]] = {}
+    for sid, iv in intervals.items():
+        loc = iv[4]
+        key = (loc.file, loc.line) if loc is not None else ("", -sid)   # no site: a copy of its own
+        sites.setdefault(key, []).append((iv[0], sid, iv[2]))
+    out: Dict[int, int] = {}
+    base = reserved
+    for key in sorted(sites, key=lambda k: min(t[0] for t in sites[k])):
+        tiles = sorted(sites[key])
+        size = max(t[2] for t in tiles)
+        for k, (_, sid, _) in enumerate(tiles):
+            out[sid] = base + (k % buffers) * size
+        base += min(buffers, len(tiles)) * size
     return out
 
 

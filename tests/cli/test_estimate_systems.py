@@ -1,0 +1,52 @@
+"""`trnsim estimate infer|train` on GPU systems as on Trainium: the breakdown and the collectives per kind in
+--json, counted by hand."""
+import json
+
+import pytest
+
+from trnsim.cli.main import main
+
+
+def _json(capsys, argv):
+    rc = main(argv)
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_infer_on_p5_breaks_the_decode_step_down(capsys):
+    rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-3-70b", "--instance", "p5.48xlarge", "--tp", "8",
+                           "--batch", "1", "--input", "2048", "--output", "256", "--json"])
+    assert rc == 0 and d["instance"] == "p5.48xlarge" and d["cores"] == 8
+    b = d["breakdown"]
+    # the decode step is weights + KV + the rest of the compute + collectives, nothing else (pp = 1)
+    parts = b["decode_weights_ms"] + b["decode_kv_ms"] + b["decode_compute_ms"] + b["decode_comm_ms"]
+    assert parts == pytest.approx(d["tpot_ms"], rel=1e-9)
+    # batch-1 decode of a 70B model streams its weights: most of the step
+    assert b["decode_weights_ms"] > 0.5 * d["tpot_ms"]
+    # 80 layers x 2 tensor-parallel all-reduces + 1 for the embedding, of batch x hidden x 2 bytes
+    ar = d["collectives"]["decode"]["all-reduce"]
+    assert ar["calls"] == 161 and ar["bytes"] == 161 * 8192 * 2
+    assert ar["seconds"] * 1e3 == pytest.approx(b["decode_comm_ms"], rel=1e-9)
+
+
+def test_train_on_p5_counts_collectives_per_kind(capsys):
+    rc, d = _json(capsys, ["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--tp", "2",
+                           "--zero", "1", "--no-sp", "--recompute", "none", "--seq", "8192", "--global-batch", "32",
+                           "--json"])
+    assert rc == 0 and d["parallel"]["dp"] == 4 and d["micro_batches"] == 8
+    k = d["collectives"]
+    # per micro-batch: 32 layers x 2 all-reduces x (forward + backward) + 1 embedding; 8 micro-batches
+    assert k["all-reduce"]["calls"] == (32 * 2 * 2 + 1) * 8
+    assert k["all-reduce"]["bytes"] == k["all-reduce"]["calls"] * 8192 * 4096 * 2
+    # ZeRO-1: one gradient reduce-scatter and one parameter all-gather per step
+    assert k["reduce-scatter"]["calls"] == 1 and k["all-gather"]["calls"] == 1
+    assert sum(c["seconds"] for c in k.values()) == pytest.approx(
+        sum(c["seconds"] for c in d["comm"].values()), rel=1e-12)
+
+
+def test_gpu_refusals_name_gpus(capsys):
+    rc = main(["estimate", "infer", "--model", "llama-3-70b", "--instance", "p5.48xlarge", "--tp", "16", "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc != 0 and "GPUs" in err["message"] and "NeuronCore" not in err["message"]
+    rc = main(["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--costs", "simulated",
+               "--json"])
+    assert rc != 0 and json.loads(capsys.readouterr().out)["error"]["rule"] == "costs"
