@@ -38,6 +38,9 @@ class Job:
     hardware_file: Optional[str] = None
     overrides: Optional[Mapping[str, Any]] = field(default=None, hash=False)
     efficiency: Optional[Mapping[str, float]] = field(default=None, hash=False)
+    framework: Optional[str] = None          # None: the estimator's default (NxD / Megatron)
+    lora_rank: Optional[int] = None          # LoRA fine-tuning (frozen base) when set
+    lora_targets: Optional[str] = None
 
 
 class Evaluated(NamedTuple):
@@ -143,13 +146,16 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
     hbm, costs, comm = st.per(c.count, c.lnc)
     par = Parallel(tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, vp=c.vp, sp=c.sp, zero=c.zero)
     try:
-        floor = st.states_bytes(par)
+        # the floor counts every weight's gradients and optimizer states: not a floor for LoRA or another
+        # framework's layout, which the estimator's own memory check covers
+        floor = st.states_bytes(par) if not (job.lora_rank or job.framework) else 0.0
         if floor > hbm:   # rejected without the activation model; the figure is a lower bound, and says so
             return Evaluated(c, "memory-fit", f"weights, gradients and optimizer states alone need "
                              f"{floor / GIB:.1f} GiB per core, has {hbm / GIB:.1f} GiB",
                              memory_gib=floor / GIB, hbm_gib=hbm / GIB)
-        mem = training_memory(st.cfg, par, c.micro_batch, job.seq, c.recompute, hbm, st.overrides)
-        if not mem.fits:
+        mem = training_memory(st.cfg, par, c.micro_batch, job.seq, c.recompute, hbm, st.overrides) \
+            if not (job.lora_rank or job.framework) else None
+        if mem is not None and not mem.fits:
             return Evaluated(c, "memory-fit", f"needs {mem.total / GIB:.1f} GiB per core, has {hbm / GIB:.1f} GiB",
                              memory_gib=mem.total / GIB, hbm_gib=hbm / GIB)
         e = estimate_training(st.cfg, job.instance, nodes=c.count, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep,
@@ -157,7 +163,8 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
                               global_batch=job.global_batch, micro_batch=c.micro_batch, recompute=c.recompute,
                               precision=job.precision, sparsity=job.sparsity, costs=costs, comm=comm,
                               hardware_file=job.hardware_file, overrides=st.overrides,
-                              efficiency=job.efficiency, check_memory=False)
+                              efficiency=job.efficiency, check_memory=mem is None, framework=job.framework,
+                              lora_rank=job.lora_rank, lora_targets=job.lora_targets)
     except TrnsimError as err:   # a rule only the estimator knows: charged to that rule
         if err.rule in _NOT_A_VERDICT:
             raise                # the cache or the timer failed: an error, never a dropped config
