@@ -100,9 +100,11 @@ def shard_degree(par: Parallel, shard_over_cp: bool) -> int:
 
 
 def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
-                               act: float, moe: bool = False, mm_in: Optional[float] = None) -> float:
+                               act: float, moe: bool = False, mm_in: Optional[float] = None, lora=None) -> float:
     """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix).
-    ``mm_in``: bytes per saved linear-layer input (fp8 recipes keep the fp8 cast; default ``act``)."""
+    ``mm_in``: bytes per saved linear-layer input (fp8 recipes keep the fp8 cast; default ``act``). With
+    ``lora`` (frozen base) a linear layer's input is kept only where an adapter's weight gradient needs it:
+    the norms, attention and SwiGLU tensors are kept as in full training."""
     mm_in = act if mm_in is None else mm_in
     fp32 = float(figure("estimator", "training.fp32_bytes"))
     tp = par.tp
@@ -123,9 +125,17 @@ def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int
     if recompute != "selective":
         a += attn_out                                # selective re-runs the attention core
     mult = 3 if cfg.mlp == "swiglu" else 2
+    inter = cfg.moe_intermediate * cfg.top_k if moe else cfg.intermediate
     if mm_in != act:   # the down projection's input (one of the MLP's tensors) is kept in the fp8 cast
-        inter = cfg.moe_intermediate * cfg.top_k if moe else cfg.intermediate
         a -= T * inter / tp * (act - mm_in)
+    if lora is not None:
+        t = set(lora.targets)
+        if not t & {"q", "k", "v"}:
+            a -= Tsp * h * mm_in                     # the QKV projection's input
+        if not t & {"gate", "up"}:
+            a -= Tsp * h * mm_in                     # the MLP's input
+        if "down" not in t:
+            a -= T * inter / tp * mm_in              # the down projection's input
     if moe:
         a += T * cfg.top_k * (h + mult * cfg.moe_intermediate / tp) * act + T * cfg.experts * fp32
         if cfg.shared_experts:
@@ -141,7 +151,8 @@ def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int,
     """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights, laid out as
     ``framework`` (a ``frameworks.Framework``; None: the historical layout, ZeRO-1 over dp, fp32 grads) does
     at ZeRO stage ``par.zero``. With ``lora`` the base weights are frozen: only adapters have gradients and
-    optimizer state, while activations are kept for the backward pass as in full training. ``mm_in_bytes``:
+    optimizer state; activations are kept for the backward pass except the inputs of frozen linear layers
+    without an adapter (their input gradient needs only the weight). ``mm_in_bytes``:
     bytes of a saved linear-layer input (fp8 training keeps the fp8 cast)."""
     if recompute not in RECOMPUTE:
         raise ConfigError(f"unknown recompute option {recompute!r}", rule="recompute", limit=RECOMPUTE,
@@ -178,8 +189,8 @@ def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int,
     n_dense, n_moe = layer_counts(cfg, par.pp, par.vp)
 
     def stage(rc: str) -> float:
-        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False, mm_in_bytes)
-                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True, mm_in_bytes))
+        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False, mm_in_bytes, lora)
+                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True, mm_in_bytes, lora))
     per_stage, per_stage_none = stage(recompute), stage("none")
     one_layer = activation_bytes_per_layer(cfg, par, micro_batch, seq, "none", act, cfg.moe_layers > 0)
     T = micro_batch * seq / par.cp
