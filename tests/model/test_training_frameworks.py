@@ -154,3 +154,23 @@ def test_training_rows_come_from_the_calibration_set():
         with open(os.path.join(shared, name), newline="") as f:
             ids |= {r["id"] for r in csv.DictReader(f)}
     assert set(load("training_rows")) <= ids
+
+
+def test_experts_over_tensor_parallel_ranks_when_ep_exceeds_dp():
+    from trnsim.model.memory import expert_params_per_core
+    from trnsim.model.parallel import expert_groups
+    from trnsim.model.params import dense_mlp_params
+    cfg = load_model("deepseek-v3")
+    # Megatron's DeepSeek-V3 layout on 1024 GPUs: tp 2, pp 16, dp 32, ep 64 (expert tensor parallel 1)
+    par = Parallel(tp=2, pp=16, dp=32, ep=64)
+    assert par.etp == 1 and Parallel(tp=2, pp=16, dp=64, ep=64).etp == 2
+    heavy_moe = 4                                                        # ceil(61 / 16) layers, all MoE
+    assert expert_params_per_core(cfg, par) == pytest.approx(
+        heavy_moe * 256 / 64 * dense_mlp_params(cfg, cfg.moe_intermediate))   # 4 whole experts per layer
+    ep, same = expert_groups(par)
+    # both TP ranks of 32 data-parallel groups, which sit tp x cp x pp = 32 ranks apart
+    assert len(ep) == 64 and len(set(ep)) == 64 and ep[:4] == [0, 1, 32, 33]
+    assert len(same) == 1                                                # 32 x 2 / 64: no other copy
+    e = estimate_training("deepseek-v3", "p5.48xlarge", nodes=128, tp=2, pp=16, ep=64, seq=4096,
+                          global_batch=8192)
+    assert e.parallel["ep"] == 64 and "ep.all-to-all" in e.comm

@@ -64,7 +64,7 @@ def params_per_core(cfg: ModelConfig, par: Parallel, ep_in_tp: bool = False) -> 
     p = dense_n * dense
     if cfg.is_moe:
         expert = dense_mlp_params(cfg, cfg.moe_intermediate)
-        etp = tp // par.ep if ep_in_tp else tp
+        etp = tp // par.ep if ep_in_tp else par.etp
         moe = attn + norms + cfg.experts / par.ep * expert / etp + cfg.shared_experts * expert / tp \
             + cfg.hidden * cfg.experts
         p += moe_n * moe
@@ -79,7 +79,7 @@ def expert_params_per_core(cfg: ModelConfig, par: Parallel) -> float:
     if not cfg.is_moe:
         return 0.0
     moe_n = layer_counts(cfg, par.pp, par.vp)[1]
-    return moe_n * cfg.experts / par.ep * dense_mlp_params(cfg, cfg.moe_intermediate) / par.tp
+    return moe_n * cfg.experts / par.ep * dense_mlp_params(cfg, cfg.moe_intermediate) / par.etp
 
 
 def adapter_params_per_core(cfg: ModelConfig, par: Parallel, lora) -> float:
@@ -162,7 +162,7 @@ def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int,
     pe = expert_params_per_core(cfg, par)
     over_cp = bool(framework.shard_over_cp) if framework is not None else False
     d = shard_degree(par, over_cp)
-    de = max(1, d // par.ep)
+    de = max(1, (d * par.tp) // (par.ep * par.etp))   # ranks holding the same experts
     grad_b = framework.grad_bytes if framework is not None else f("training.grad_bytes")
     main_b = framework.main_grad_bytes if framework is not None else 0.0
     z = par.zero

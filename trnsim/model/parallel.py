@@ -26,6 +26,12 @@ class Parallel:
     zero: int = 0           # ZeRO stage 0-3 (1: optimizer states, 2: + gradients, 3: + weights sharded)
 
     @property
+    def etp(self) -> int:
+        """Expert tensor-parallel degree: tp when the experts spread over data-parallel ranks only (ep divides
+        dp), else 1: the experts spread over the TP ranks too (Megatron's expert_tensor_parallel_size = 1)."""
+        return self.tp if not self.dp or self.dp % self.ep == 0 else 1
+
+    @property
     def model_parallel(self) -> int:
         """Ranks of one model replica (tp x pp x cp)."""
         return self.tp * self.pp * self.cp
@@ -71,9 +77,10 @@ def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optiona
         if cfg.experts % par.ep:
             _bad(f"ep={par.ep} does not divide the {cfg.experts} experts of {cfg.name}", "parallel-ep-experts",
                  f"a divisor of {cfg.experts}", par.ep)
-        if dp % par.ep:
-            _bad(f"ep={par.ep} must divide dp={dp} (experts are spread over data-parallel ranks)",
-                 "parallel-ep-dp", f"a divisor of {dp}", par.ep)
+        if dp % par.ep and (dp * par.tp) % par.ep:
+            _bad(f"ep={par.ep} must divide dp={dp} (experts over data-parallel ranks) or dp x tp = {dp * par.tp} "
+                 "(experts over the TP ranks too, expert tensor parallel 1)", "parallel-ep-dp",
+                 f"a divisor of {dp} or {dp * par.tp}", par.ep)
     if par.sp and par.tp == 1:
         _bad("sequence parallel needs tp > 1", "parallel-sp", "tp > 1", par.tp)
     return replace(par, dp=dp)
@@ -94,6 +101,20 @@ def check_batch(par: Parallel, seq: int, global_batch: int, micro_batch: int) ->
         _bad(f"sequence parallel needs tp x cp = {par.tp * par.cp} to divide seq {seq}", "parallel-sp-seq",
              f"a divisor of {seq}", par.tp * par.cp)
     return global_batch // (par.dp * micro_batch)
+
+
+def expert_groups(par: Parallel) -> tuple:
+    """(ranks of the first expert-parallel group, ranks holding the same experts): EP over dp ranks, or over
+    tp x dp ranks when ``par.etp`` is 1 and ep exceeds dp."""
+    stride = par.tp * par.cp * par.pp
+    if par.etp == par.tp or par.tp == 1:
+        ep = [i * stride for i in range(par.ep)]
+        same = [i * stride * par.ep for i in range(max(1, par.dp // par.ep))]
+    else:
+        per = par.ep // par.tp                 # data-parallel groups one EP group spans
+        ep = [t + i * stride for i in range(per) for t in range(par.tp)]
+        same = [i * stride * per for i in range(max(1, par.dp // per))]
+    return ep, same
 
 
 def group_ranks(par: Parallel, kind: str) -> List[int]:

@@ -15,7 +15,7 @@ from .lora import adapter_params_total, make_lora
 from .memory import (GIB, adapter_params_per_core, expert_params_per_core, fit_error, params_per_core, shard_degree,
                      training_memory)
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, check_batch, group_ranks, resolve
+from .parallel import Parallel, ParallelError, check_batch, expert_groups, group_ranks, resolve
 from .system import SystemModel
 from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
@@ -32,7 +32,8 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
     out: Dict[str, Dict] = {}
 
     def add(name, op, size, count, kind):
-        t = ctx.comm_s(op, size, group_ranks(par, kind))
+        ranks = expert_groups(par)[0] if kind == "ep" else group_ranks(par, kind)
+        t = ctx.comm_s(op, size, ranks)
         if t > 0:
             out[name] = dict(op=op, bytes=size, count=count, seconds=t * count, group=kind)
 
@@ -49,7 +50,8 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
         add("cp.all-gather-kv", "all-gather", kv, layers * fwd_passes, "cp")
         add("cp.reduce-scatter-dkv", "reduce-scatter", kv, layers, "cp")
     if par.ep > 1 and cfg.is_moe:
-        size = T * cfg.top_k * cfg.hidden * a
+        # with the experts over the TP ranks too (expert TP 1), each TP rank dispatches its share of the tokens
+        size = T * cfg.top_k * cfg.hidden * a / (par.tp if par.etp < par.tp else 1)
         add("ep.all-to-all", "all-to-all", size, 2 * cfg.moe_layers / par.pp * (fwd_passes + 1), "ep")
     if par.pp > 1:
         size = T * cfg.hidden * a / (par.tp if par.sp else 1)
@@ -72,9 +74,7 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
     ``window`` seconds of the last backward pass; ZeRO-1/2's parameter all-gather after the step does not
     (ZeRO-3 gathers weights before each use instead, costed in ``_zero3_gathers``)."""
     out: Dict[str, Dict] = {}
-    stride = par.tp * par.cp * par.pp
-    groups = (("dp", p_dense, _shard_ranks(par, over_cp)),
-              ("edp", p_expert, [i * stride * par.ep for i in range(max(1, par.dp // par.ep))]))
+    groups = (("dp", p_dense, _shard_ranks(par, over_cp)), ("edp", p_expert, expert_groups(par)[1]))
     gb = f("training.grad_bytes") if grad_bytes is None else grad_bytes
     for name, params, ranks in groups:
         if params <= 0 or len(ranks) <= 1:
@@ -220,7 +220,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
                                   * (fwd + bwd) * m, f, fw.shard_over_cp))
     dp_exposed = sum(c["exposed"] for c in dp_comm.values())
     d = shard_degree(par, fw.shard_over_cp)
-    edp = max(1, d // par.ep)
+    edp = max(1, (d * par.tp) // (par.ep * par.etp))
     opt_params = ((p_train - e_train) / d + e_train / edp) if par.zero else p_train
     opt = optimizer_graph(opt_params, f("training.optimizer_hbm_bytes_per_param")).time(sec)
     fixed = fw.step_cost_s(system.target)

@@ -11,10 +11,10 @@ RULES: Dict[str, str] = {
     "parallel-cores": "tp x pp x cp does not divide the system's logical NeuronCores",
     "parallel-tp-heads": "tp does not divide the attention heads",
     "parallel-tp-kv-heads": "tp and the KV heads do not divide one another",
-    "parallel-pp-layers": "pp x vp does not divide the layers",
+    "parallel-pp-layers": "pp x vp exceeds the layers",
     "parallel-ep": "expert parallelism needs an MoE model",
     "parallel-ep-experts": "ep does not divide the routed experts",
-    "parallel-ep-dp": "ep does not divide dp (experts are spread over data-parallel ranks)",
+    "parallel-ep-dp": "ep divides neither dp nor dp x tp (experts spread over data-parallel, or tp x dp, ranks)",
     "parallel-sp": "sequence parallel needs tp > 1",
     "batch-dp": "the global batch is not a multiple of dp x micro batch",
     "parallel-cp-seq": "cp does not divide the sequence length",
@@ -81,15 +81,15 @@ def violation(c: Config, m: ModelFacts, cores: int, seq: int, global_batch: int
         return "parallel-tp-heads", f"tp={c.tp} does not divide {m.heads} heads"
     if not m.is_mla and m.kv_heads % c.tp and c.tp % m.kv_heads:
         return "parallel-tp-kv-heads", f"tp={c.tp} and {m.kv_heads} KV heads do not divide one another"
-    if m.layers % (c.pp * c.vp):
-        return "parallel-pp-layers", f"pp x vp = {c.pp * c.vp} does not divide {m.layers} layers"
+    if c.pp * c.vp > m.layers:   # an uneven split is a layout (the heaviest stage takes the extra layers)
+        return "parallel-pp-layers", f"pp x vp = {c.pp * c.vp} exceeds {m.layers} layers"
     if c.ep > 1:
         if not m.experts:
             return "parallel-ep", f"ep={c.ep} on dense {m.name}"
         if m.experts % c.ep:
             return "parallel-ep-experts", f"ep={c.ep} does not divide {m.experts} experts"
-        if dp % c.ep:
-            return "parallel-ep-dp", f"ep={c.ep} does not divide dp={dp}"
+        if dp % c.ep and (dp * c.tp) % c.ep:   # experts over dp ranks, or over tp x dp (expert TP 1)
+            return "parallel-ep-dp", f"ep={c.ep} divides neither dp={dp} nor dp x tp={dp * c.tp}"
     if c.sp and c.tp == 1:
         return "parallel-sp", "sp with tp=1"
     if global_batch % (dp * c.micro_batch):
