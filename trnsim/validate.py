@@ -139,6 +139,9 @@ def check_output_path(path: str, option: str, directory: bool = False) -> str:
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"the folder of {option} is not writable: {parent}", rule="output-path",
                           value=path, where=where)
+    if not directory:
+        from .outputs import check_target
+        check_target(path, option)  # an existing device, FIFO or socket is never written over
     return p
 
 
@@ -180,6 +183,30 @@ def host_memory_bytes() -> Optional[int]:
         return None
 
 
+def available_memory_bytes() -> Optional[int]:
+    """Memory this machine can still hand out (Linux ``MemAvailable``), else its physical memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return host_memory_bytes()
+
+
+def check_host_memory(need: int, what: str, where: str, avail: Optional[int] = None,
+                      hint: str = "use a smaller size") -> int:
+    """Refuse work that needs more memory than this machine has free, naming the bytes it would need."""
+    avail = available_memory_bytes() if avail is None else avail
+    if avail is not None and need > avail:
+        raise CapacityError(f"{what} needs about {need:,} bytes of host memory, more than the "
+                            f"{avail:,} bytes free on this machine", rule="host-memory",
+                            limit=f"{avail:,} bytes free", value=f"{need:,} bytes", where=where,
+                            hint=hint)
+    return need
+
+
 def positive_int(text: Any, option: str) -> int:
     """An option that must be a positive integer (``--lnc``, ``--seed`` bounds aside)."""
     try:
@@ -192,3 +219,23 @@ def positive_int(text: Any, option: str) -> int:
                           where=f"{option} {text}")
     return v
 
+
+
+# command-line destinations whose API parameter has another name
+_CLI_ALIASES = {"input": "input_len", "output": "output_len"}
+
+
+def check_args(args: Any) -> None:
+    """Every numeric option of a parsed command line checked against the limits the Python API uses
+    (``trnsim.checks``), so both faces refuse the same values with the same error.  Text options
+    are left to their own parsers."""
+    import numbers
+
+    from .checks import check_value, param_rule
+    for dest, value in vars(args).items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            continue
+        name = _CLI_ALIASES.get(dest, dest)
+        rule = param_rule(name)
+        if rule is not None:
+            setattr(args, dest, check_value(name, value, where=f"{rule.get('option', dest)} {value}"))

@@ -5,7 +5,7 @@ from trnsim.cost.formulas import run_energy
 from trnsim.cost.power import POWER_FILE, PowerError, load_power_model, system_power
 from trnsim.errors import HardwareFileError
 from trnsim.hardware.catalog import load_catalog
-from trnsim.model.gpu.systems import load_gpu_catalog
+from trnsim.hardware.gpus import load_gpu_catalog
 
 
 def _model():
@@ -45,7 +45,22 @@ def test_every_trainium_instance_has_a_power_figure():
         assert system_power(key, 1.0, m).accelerators == inst.chips
     for fig in m.provenance.values():
         assert fig.source
-    assert m.provenance["chips.trn2.watts"].confidence == "low"
+    # chip power sits next to the chip in the hardware catalog, with its source and confidence
+    src = load_catalog().chips["trn2"].source("tdp_watts")
+    assert "P289" in src and "confidence: low" in src and m.chip_watts["trn2"] == 500.0
+
+
+def test_one_hardware_file_sets_a_chips_power(tmp_path):
+    hw = tmp_path / "hw.toml"
+    hw.write_text('[chips.trn2]\ntdp_watts = { value = 640.0, source = "choice: a what-if" }\n')
+    m = load_power_model(hardware_file=str(hw)).with_overrides(pue=1.0, host_overhead_fraction=0.5)
+    # trn2.48xlarge: 16 chips x 640 W busy, host 0.5 x 16 x 640
+    assert system_power("trn2.48xlarge", 1.0, m).it_watts == pytest.approx(16 * 640 * 1.5)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[chips.trn2]\ntdp_watts = { value = -1.0, source = "choice: wrong" }\n')
+    with pytest.raises(HardwareFileError) as e:
+        load_power_model(hardware_file=str(bad))
+    assert e.value.rule == "hardware-file-range"
 
 
 def test_busy_power_stays_under_the_nameplate():
@@ -69,7 +84,12 @@ def test_errors_name_the_problem(tmp_path):
     with pytest.raises(HardwareFileError) as e:
         load_power_model(str(p))
     assert "defaults.pue" in str(e.value)
-    p.write_text(text.replace('watts = { value = 500.0, source = "P289"', 'watts = { value = 500.0, source = "P999"', 1))
+    p.write_text(text.replace("pue = { value = 1.15", "pue = { value = 1.15, source = \"AWS-PUE\" }\n#", 1)
+                 .replace('AWS-PUE = "', 'AWS-PUX = "', 1))
     with pytest.raises(HardwareFileError) as e:
         load_power_model(str(p))
-    assert "chips.trn2.watts" in str(e.value)
+    assert "defaults.pue" in str(e.value) and e.value.rule == "data-file-source"
+    p.write_text(text + '\n[chips.trn2]\nwatts = { value = 500.0, source = "choice: old place" }\n')
+    with pytest.raises(HardwareFileError) as e:
+        load_power_model(str(p))
+    assert e.value.rule == "power-file-chips"

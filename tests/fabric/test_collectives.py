@@ -12,7 +12,7 @@ GiB, MiB = 2 ** 30, 2 ** 20
 def test_all_to_all_on_a_torus_is_bounded_by_bisection_bandwidth(size):
     cfg = load_fabric_config()
     rt = cfg.runtime("trn2")
-    res = collective("trn2.48xlarge", "all-to-all", size)  # 64 ranks (LNC=2) on a 4x4 torus
+    res = collective("trn2.48xlarge", "all-to-all", size, in_graph=False)  # 64 ranks (LNC=2) on a 4x4 torus
     # cut the 4x4 torus between x = 1|2 and x = 3|0: 2 links per row x 4 rows cross each way
     port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
     crossing = 32 * 32 * size / 64  # each of 32 ranks sends size/64 to each of the other half's 32
@@ -26,8 +26,8 @@ def test_all_to_all_on_a_torus_is_bounded_by_bisection_bandwidth(size):
 
 def test_switch_beats_torus_for_all_to_all_on_64_chips():
     # same chips (64), same ranks (256 at LNC=2), same per-rank buffer
-    torus = collective("trn2-ultraserver", "all-to-all", 256 * MiB)
-    switch = collective("trn3-gen1", "all-to-all", 256 * MiB)
+    torus = collective("trn2-ultraserver", "all-to-all", 256 * MiB, in_graph=False)
+    switch = collective("trn3-gen1", "all-to-all", 256 * MiB, in_graph=False)
     assert (torus.ranks, switch.ranks) == (256, 256)
     assert switch.time_us < torus.time_us
     # the switch: each chip pushes 4 ranks x 252/256 of the buffer through its own port, non-blocking
@@ -47,7 +47,7 @@ def test_send_recv_between_torus_neighbours():
     cfg = load_fabric_config()
     rt = cfg.runtime("trn2")
     S = 64 * MiB
-    comm = FabricComm("trn2.48xlarge")  # lnc=1: 8 cores per chip, core 8 is on chip 1 (x neighbour)
+    comm = FabricComm("trn2.48xlarge", in_graph=False)  # lnc=1: 8 cores per chip, core 8 on chip 1 (x neighbour)
     t = comm.time_s("send-recv", S, [0, 8])
     # one x port, one direction, at the point-to-point fraction; one message
     assert t == pytest.approx(rt.launch_overhead_s + rt.step_overhead_s + cfg.step_s
@@ -104,7 +104,7 @@ def test_hierarchical_ring_equals_its_phases_by_hand():
     cfg = load_fabric_config()
     rt = cfg.runtime("trn1")
     S = 256 * MiB
-    r = collective("trn1.2xlarge", "all-reduce", S, instances=2, algorithm="hierarchical")
+    r = collective("trn1.2xlarge", "all-reduce", S, instances=2, algorithm="hierarchical", in_graph=False)
     pair = min(2 * rt.core_dma_bytes_per_s, 2 * rt.core_pair_bytes_per_s)  # the two cores' path, both ways
     efa = 25e9 / 8 * rt.efa_efficiency
     # intra reduce-scatter / all-gather: each core sends S/2 to the other over the core-to-core path
@@ -172,7 +172,8 @@ def test_hierarchical_on_two_trn2_instances_uses_both_torus_cycles_inside():
     rt = cfg.runtime("trn2")
     S = 1 * GiB
     ranks = [4 * c for c in range(16)] + [64 + 4 * c for c in range(16)]  # one rank per chip, LNC=2
-    r = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, instances=2, algorithm="hierarchical")
+    r = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, instances=2, algorithm="hierarchical",
+                   in_graph=False)
     B = 1.024e12 / 4 * rt.bandwidth_efficiency  # one torus port, one direction
     E = 200e9 / 8 * rt.efa_efficiency  # one chip's EFA share, one direction
     inside = 15 * (cfg.step_s + S / 16 / 4 / B)  # 15 ring steps of S/16 over 4 channels on 4 ports

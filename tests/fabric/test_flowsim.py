@@ -24,7 +24,7 @@ def test_ring_all_reduce_on_one_ring_matches_the_hand_formula(size):
     rt = cfg.runtime("inf2")
     N = 12
     ranks = [2 * c for c in range(N)]  # core 0 of each of the 12 chips of the ring
-    res = collective("inf2.48xlarge", "all-reduce", size, ranks=ranks, algorithm="ring")
+    res = collective("inf2.48xlarge", "all-reduce", size, ranks=ranks, algorithm="ring", in_graph=False)
     B = 2 * _inf2_ring_port_bw(cfg, rt.bandwidth_efficiency)  # both directions of the ring carry data
     alpha = cfg.step_s
     steps = rt.step_overhead_s * 2 * (N - 1)  # the runtime's cost per message, one per ring step
@@ -50,7 +50,7 @@ def test_ring_formula_with_overridden_runtime(fabric_file):
     """)
     N, S = 12, 256 * 2 ** 20
     res = collective("inf2.48xlarge", "all-reduce", S, ranks=[2 * c for c in range(N)], algorithm="ring",
-                     hardware_file=hw)
+                     hardware_file=hw, in_graph=False)
     B = 2 * (192 * GiB / 2)  # 96 GiB/s per ring link each way, two ring directions
     assert res.time_us * 1e-6 == pytest.approx(2 * (N - 1) * 2e-6 + 2 * (N - 1) / N * S / B, rel=1e-9)
 
@@ -59,7 +59,7 @@ def test_two_cores_of_one_chip_move_bytes_at_the_core_pair_rate():
     cfg = load_fabric_config()
     rt = cfg.runtime("trn1")
     S = 64 * 2 ** 20
-    res = collective("trn1.2xlarge", "all-reduce", S, algorithm="ring")
+    res = collective("trn1.2xlarge", "all-reduce", S, algorithm="ring", in_graph=False)
     # two ranks: the chip's core-to-core capacity is min(2 x core DMA rate, 2 x core-pair rate)
     cap = min(2 * rt.core_dma_bytes_per_s, 2 * rt.core_pair_bytes_per_s)
     # 2 steps; in each both cores send S/2 (split over two ring channels) over the core-to-core path
@@ -154,7 +154,7 @@ def test_dual_ring_all_reduce_matches_the_hand_formula():
     rt = cfg.runtime("trn2")
     N, S = 16, 1 * GiB
     ranks = [4 * c for c in range(N)]  # one rank per chip at LNC=2
-    res = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, algorithm="dual-ring")
+    res = collective("trn2.48xlarge", "all-reduce", S, ranks=ranks, algorithm="dual-ring", in_graph=False)
     port = 1.024e12 / 4 * rt.bandwidth_efficiency  # per port, per direction
     # four channels (two cycles x two directions), each on its own links: 4 ports' worth per chip
     want = rt.launch_overhead_s + 2 * (N - 1) * (rt.step_overhead_s + cfg.step_s) + 2 * (N - 1) / N * S / (4 * port)

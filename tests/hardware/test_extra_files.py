@@ -110,7 +110,8 @@ def test_fabric_unknown_names_and_non_finite_numbers_are_refused(tmp_path):
     # a new chip family's runtime table is accepted with the names its siblings have
     from trnsim.fabric.config import load_fabric_config
     names = ("launch_overhead_s", "step_overhead_s", "bandwidth_efficiency", "rdh_efficiency", "mesh_efficiency",
-             "efa_efficiency", "p2p_efficiency", "core_dma_bytes_per_s", "core_pair_bytes_per_s")
+             "efa_efficiency", "p2p_efficiency", "core_dma_bytes_per_s", "core_pair_bytes_per_s",
+             "graph_call_overhead_s")
     hw = _write(tmp_path, '[fabric.runtime.trn9]\n' + ''.join(
                 f'{k} = {{ value = {5e10 if "bytes" in k else 2e-5 if k.endswith("_s") else 0.5}, '
                 'source = "choice: test" }\n' for k in names) +
@@ -215,7 +216,7 @@ def _gpu_leaves():
 
 @pytest.mark.parametrize("path,value", list(_gpu_leaves()), ids=lambda x: str(x))
 def test_gpu_figure_is_read_or_refused(tmp_path, path, value):
-    from trnsim.model.gpu.systems import load_gpu_catalog
+    from trnsim.hardware.gpus import load_gpu_catalog
     new = str(value * 2) if path.endswith(".gpus") else _changed(value)  # nvlink_domain <= gpus
     hw = _override(tmp_path, "gpus", path, new)
     if _descriptive("gpus", path):

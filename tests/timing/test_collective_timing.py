@@ -38,15 +38,19 @@ def _collective(run):
 
 
 def _figures(chip_key):
-    """The figures the timing reads, straight from the catalog's data (not through the code)."""
+    """The figures the timing reads, straight from the catalog's data (not through the code): the rate one
+    rank gets when two ranks of the chip exchange (each rank's DMA rate, bounded by the core-pair path,
+    at the runtime's default LNC), one NeuronLink port at the rings' fraction, the step latency, cores."""
     cat = load_catalog()
     chip = cat.chips[chip_key]
     fab = cat.extra["fabric"]
-    eff = fab["runtime"][chip_key]["bandwidth_efficiency"]["value"]
+    rt = {k: v["value"] for k, v in fab["runtime"][chip_key].items()}
+    eff = rt["bandwidth_efficiency"]
     both = fab["links"]["figure_counts_both_directions"]["value"]
     port = chip.chip_link_bandwidth_bytes_per_s / chip.neuronlink_ports / (2 if both else 1)
-    return (chip.dma_bandwidth_bytes_per_s * eff, port * eff,
-            fab["latency"]["step_s"]["value"], chip.cores)
+    lnc = rt["default_lnc"]
+    two = min(2 * rt["core_dma_bytes_per_s"] * lnc, 2 * rt["core_pair_bytes_per_s"] * lnc) / 2
+    return (two, port * eff, fab["latency"]["step_s"]["value"], chip.cores)
 
 
 def _collective_ns(res, rank=0):
@@ -58,12 +62,12 @@ def _collective_ns(res, rank=0):
 
 
 def test_ring_all_reduce_over_two_ranks_of_one_chip_takes_the_ring_formula():
-    dma, _, step, _ = _figures("trn2")
+    pair, _, step, _ = _figures("trn2")
     n, S = 2, 128 * 64 * 4
     x = _x(n, 128, 64)
     res = run_ranks(all_reduce_k, n, per_rank=lambda r: (x[r], ncc.ReplicaGroup([[0, 1]]), nl.add))
-    # both ranks share the chip's DMA bandwidth: each moves at dma / n
-    B = dma / n
+    # two ranks of one chip: each moves at its share of the core-to-core path
+    B = pair
     want_s = 2 * (n - 1) * step + 2 * (n - 1) / n * S / B
     assert _collective_ns(res) == pytest.approx(want_s * 1e9, rel=1e-9)
     # the fabric's own closed form (its flow simulator's oracle) says the same
@@ -90,7 +94,7 @@ def test_timing_figures_come_from_the_hardware_file(tmp_path):
     f = tmp_path / "what_if.toml"
     f.write_text('[in_kernel_collectives]\nissue_overhead_s = { value = 4e-6, source = "choice: '
                  'test" }\n[fabric.latency]\nstep_s = { value = 3e-6, source = "choice: test" }\n')
-    dma, _, _, _ = _figures("trn2")
+    pair, _, _, _ = _figures("trn2")
     n, S = 2, 16 * 8 * 4
     x = _x(n, 16, 8)
     res = run_ranks(all_reduce_k, n, per_rank=lambda r: (x[r], ncc.ReplicaGroup([[0, 1]]), nl.add))
@@ -98,5 +102,5 @@ def test_timing_figures_come_from_the_hardware_file(tmp_path):
     tr = res.runs[0].traces[0]
     i = next(j for j, ins in enumerate(tr) if ins.opcode == "all_reduce")
     got = est.cores[0].timeline.end[i] - est.cores[0].timeline.end[i - 1]
-    want_s = 4e-6 + 2 * 3e-6 + 2 * (n - 1) / n * S / (dma / n)
+    want_s = 4e-6 + 2 * 3e-6 + 2 * (n - 1) / n * S / pair
     assert got == pytest.approx(want_s * 1e9, rel=1e-9)

@@ -24,8 +24,11 @@ def register(sub) -> None:
                    "instances (default: every core)")
     p.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1 or 2 (default: the "
                    "runtime's, 2 on Trn2/Trn3)")
-    p.add_argument("--algorithm", default=None, help="auto (fastest), runtime (size thresholds), ring, "
-                   "dual-ring, rdh, direct, pairwise, torus-rings, hierarchical, hierarchical-rdh")
+    p.add_argument("--algorithm", default=None, help="runtime (default: the runtime's class by size), auto "
+                   "(fastest of all), ring, dual-ring, rdh, direct, pairwise, torus-rings, hierarchical, "
+                   "hierarchical-rdh; on GPU systems ring, tree, nvls (or ring/LL, ...)")
+    p.add_argument("--standalone", action="store_true", help="the collective launched on its own, as nccom-test "
+                   "runs it (launch and per-message costs); default: inside a compiled graph, as a model's run")
     p.add_argument("--compare", metavar="SYSTEM", help="a second system, side by side")
     p.add_argument("--dtype", default="fp32", help="data type for the count column (default fp32)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML plot of the sweep")
@@ -46,7 +49,7 @@ def run(args) -> int:
     with _Bar(not args.json and (len(sizes) * len(systems) > 4), len(sizes) * len(systems)) as bar:
         for s in systems:
             runs[s] = sweep(s, args.op, sizes, args.ranks, args.instances, args.algorithm, args.lnc,
-                            args.hardware, progress=bar.advance)
+                            args.hardware, progress=bar.advance, in_graph=not args.standalone)
     if args.html:
         title = f"{runs[args.system][0].op} on " + " vs ".join(systems)
         write_sweep_html(runs, args.html, title)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from ..checks import count_arg
 from .output import console, print_json, table
 
 
@@ -10,14 +11,14 @@ def add_workload_args(p, task_default: str = "train") -> None:
     """Options shared by compare and evaluate: task, size, systems, prices, power, outputs."""
     p.add_argument("--task", choices=("train", "infer", "finetune"), default=task_default,
                    help="train (default), infer, or finetune (LoRA: --lora-rank, --lora-targets)")
-    p.add_argument("--tokens", type=float, default=None, help="training tokens (train; required) or output "
+    p.add_argument("--tokens", type=count_arg, default=None, help="training tokens (train; required) or output "
                    "tokens to serve (infer; default: 30 days at --rate)")
     p.add_argument("--systems", default=None, help="comma-separated systems (trnsim hw list; GPU systems: "
                    "p5.48xlarge, p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge, gb300-nvl72)")
     p.add_argument("--baseline", default=None, help="system price-performance is relative to (default "
                    "p5.48xlarge when compared, else the first)")
     p.add_argument("--seq", type=int, default=4096, help="training sequence length (default 4096)")
-    p.add_argument("--batch-tokens", type=float, default=4 * 1024 * 1024, help="tokens per optimizer step "
+    p.add_argument("--batch-tokens", type=count_arg, default=4 * 1024 * 1024, help="tokens per optimizer step "
                    "(default 4M)")
     p.add_argument("--deadline-days", type=float, default=30.0, help="train within this many days: sets the "
                    "instances needed (default 30)")

@@ -25,12 +25,17 @@ def register(subparsers) -> None:
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
+    common.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
+                        help="repeat the estimate over values of one parameter (infer: batch, input, output, "
+                             "tp, pp, nodes; train: seq, tp, pp, dp, nodes, micro-batch, global-batch)")
+    common.add_argument("--html", metavar="FILE", default=None, help="with --sweep: an HTML page of the sweep's "
+                        "table and charts")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     est = subparsers.add_parser("estimate", help="training / inference time, memory and MFU of a model",
                                 description="Estimate a training step or inference of a transformer model.")
     sub = est.add_subparsers(dest="estimate_command", metavar="KIND")
     t = sub.add_parser("train", parents=[common], help="one training step (AdamW, bf16 autocast)")
-    t.add_argument("--dp", type=int, default=0, help="data parallel degree (default: the cores left)")
+    t.add_argument("--dp", type=int, default=None, help="data parallel degree (default: the cores left)")
     t.add_argument("--cp", type=int, default=1, help="context parallel degree")
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
     t.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
@@ -43,7 +48,7 @@ def register(subparsers) -> None:
     t.add_argument("--lora-rank", type=int, default=None, help="LoRA fine-tuning: adapter rank (frozen base model)")
     t.add_argument("--lora-targets", default=None, help="LoRA projections, e.g. q,k,v,o,gate,up,down (default q,k,v,o)")
     t.add_argument("--seq", type=int, default=2048, help="sequence length")
-    t.add_argument("--global-batch", type=int, default=0, help="sequences per step (default dp x micro)")
+    t.add_argument("--global-batch", type=int, default=None, help="sequences per step (default dp x micro)")
     t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
     t.add_argument("--recompute", default=None, choices=("none", "selective", "full"),
                    help="activation recompute (default: the framework's, selective for NxD and Megatron)")
@@ -97,16 +102,23 @@ def _kinds_table(title: str, rows) -> object:
                    f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
+def _train(args, inst: str):
+    """The training estimate the command line asks for."""
+    return estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                             cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                             seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                             recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                             costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware,
+                             framework=args.framework, lora_rank=args.lora_rank, lora_targets=args.lora_targets)
+
+
 def cmd_train(args) -> int:
     """Estimate one training step and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "train", inst, _train)
     with Spinner(not args.json, "estimating training step"):
-        e = estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                              cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                              seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                              recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                              costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware,
-                              framework=args.framework, lora_rank=args.lora_rank, lora_targets=args.lora_targets)
+        e = _train(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -140,16 +152,23 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _infer(args, inst: str):
+    """The inference estimate the command line asks for."""
+    return estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                              sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
+                              precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
+                              comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                              input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                              max_batch=args.max_batch, seed=args.seed)
+
+
 def cmd_infer(args) -> int:
     """Estimate prefill / decode (and a served request mix with --rate) and print it."""
     inst = args.instance or args.default_instance
+    if args.sweep:
+        return _run_sweep(args, "infer", inst, _infer)
     with Spinner(not args.json, "estimating inference"):
-        e = estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                               sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                               precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                               comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                               input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                               max_batch=args.max_batch, seed=args.seed)
+        e = _infer(args, inst)
     if args.json:
         print_json(e.to_dict())
         return 0
@@ -190,3 +209,31 @@ def _footer(out, e) -> None:
               f"estimate took {e.sim_seconds * 1e3:.0f} ms")
     for n in e.notes:
         out.print(f"note: {n}")
+
+
+# the estimator keyword a sweep sets -> the command-line option that carries it
+_DEST = {"input_len": "input", "output_len": "output"}
+
+
+def _run_sweep(args, kind: str, inst: str, call) -> int:
+    """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
+    from ..report.export import _write as write_text
+    from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    param, values = parse_sweep(args.sweep, kind)
+    key = PARAMS[kind][param]
+    dest = _DEST.get(key, key)
+
+    def one(**kw):
+        return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
+    with Spinner(not args.json, f"sweeping {param}"):
+        s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
+    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    if args.json:
+        print_json({"sweep": s.to_dict(), "written": written})
+        return 0
+    cols, rows = s.table()
+    out = console()
+    out.print(table(s.title, cols, rows))
+    for p in written:
+        out.print(f"wrote {p}")
+    return 0

@@ -62,6 +62,10 @@ def run(args) -> int:
     if not args.example and not args.model:
         raise ConfigError("name a model (FILE.py:CLASS) or pass --example", rule="evaluate-model",
                           value=None, hint="trnsim evaluate --example")
+    if args.example and args.model:
+        raise ConfigError(f"--example evaluates the built-in model, so {args.model} would be ignored",
+                          rule="evaluate-model", value=args.model, limit="FILE.py:CLASS or --example, not both",
+                          hint=f"trnsim evaluate {args.model}  (or trnsim evaluate --example)")
     eng = _engineering(args)
     prices = make_prices(args.price_kind, args.price, args.prices)
     if args.example:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from ..lifetime import child_dies_with_parent
 from ..errors import ConfigError
 from ..hardware import load_catalog
 from ..options import canonical_target
@@ -55,6 +56,9 @@ def run(args) -> int:
     if not cmd:
         raise ConfigError("trnsim exec needs a command after --", rule="exec-command")
     try:
-        return subprocess.call(cmd, env=env)
+        # the command dies with trnsim (SIGTERM on Linux when trnsim itself is killed)
+        return subprocess.call(cmd, env=env, preexec_fn=child_dies_with_parent)
     except FileNotFoundError:
         raise ConfigError(f"command not found: {cmd[0]}", rule="exec-command", value=cmd[0]) from None
+    except PermissionError:
+        raise ConfigError(f"command is not executable: {cmd[0]}", rule="exec-command", value=cmd[0]) from None

@@ -148,17 +148,20 @@ def resolve(cat: Catalog, name: str) -> Tuple[str, Any]:
         return spec.kind, spec
     except ConfigError:
         pass
-    try:  # a target spelling: gen3, trn1n, ...
-        return "chip", cat.chip_for(key)
-    except ConfigError:
-        pass
+    if "." not in key:  # a target spelling (gen3, trn1n, ...); a dotted name is an instance
+        try:
+            return "chip", cat.chip_for(key)
+        except ConfigError:
+            pass
     valid = {"cores": sorted(cat.cores), "chips": sorted(cat.chips),
              "targets": sorted(cat.targets),
              "instances": sorted(cat.instances)}
     listing = "; ".join(f"{k}: {', '.join(v)}" for k, v in valid.items())
+    from ..checks import did_you_mean
+    near = did_you_mean(name, [n for v in valid.values() for n in v])
     raise ConfigError(f"unknown hardware name {name!r}. Valid names are {listing}",
                       rule="hw-name", value=name,
-                      hint="instances also accept their aliases, e.g. 'Trn2 UltraServer'")
+                      hint=(near + " " if near else "") + "instances also accept their aliases, e.g. 'Trn2 UltraServer'")
 
 
 def show_data(cat: Catalog, name: str) -> Dict[str, Any]:

@@ -45,6 +45,8 @@ def register(sub) -> None:
                    help="also show the longest stalls, DMA transfers, the critical path and memory peaks")
     p.add_argument("--save", metavar="FILE.json",
                    help="write the summary and profile as JSON (what `trnsim diff` compares)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the run with an error after this many seconds of wall time (default: none)")
     p.add_argument("--json", action="store_true", help="print the summary and the profile as JSON")
     p.set_defaults(func=run)
 
@@ -122,10 +124,12 @@ def run(args) -> int:
     inputs = api.make_inputs(args.arg, args.seed, not args.timing_only, npz=args.inputs,
                              target=opts.target, hardware=opts.hardware_file)
     pos, kw = api.bind_inputs(k, inputs)
+    from ..lifetime import time_limit
     if len(targets) > 1:
-        return _run_targets(args, api, k, pos, kw, opts, targets)
+        with time_limit(args.timeout, f"kernel {args.target_spec}"):
+            return _run_targets(args, api, k, pos, kw, opts, targets)
     t0 = time.perf_counter()
-    with Spinner(not args.json):
+    with Spinner(not args.json), time_limit(args.timeout, f"kernel {args.target_spec}"):
         est = api.time_kernel(k, *pos, options=opts, **kw)
     est.sim_seconds = time.perf_counter() - t0
     s = est.summary()
@@ -170,10 +174,9 @@ def _top(args) -> int:
 
 
 def _save(path, doc) -> None:
-    import json
+    from ..outputs import dumps_strict, write_text
     from .output import _default
-    with open(path, "w") as f:
-        json.dump(doc, f, default=_default)
+    write_text(path, dumps_strict(doc, default=_default), "--save")
 
 
 def con_print(text: str) -> None:

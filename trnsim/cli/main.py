@@ -126,10 +126,20 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the ``trnsim`` command line; returns the exit status (2 for a user error, 3 for a
-    fault of trnsim itself); under --json every error is a JSON object on stdout."""
+    fault of trnsim itself, 130 / 143 when interrupted, 141 when stdout was closed); under --json
+    every error is a JSON object on stdout."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _closed_stdout()
+
+
+def _main(argv: Optional[List[str]] = None) -> int:
     import os
     import warnings
     argv = sys.argv[1:] if argv is None else list(argv)
+    from ..lifetime import Terminated, install_signal_handlers
+    install_signal_handlers()
     want_json = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
     parser = build_parser()
     _Parser.json_errors = want_json
@@ -144,13 +154,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     want_json = bool(getattr(args, "json", False)) or want_json
     try:
+        from ..validate import check_args
+        check_args(args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             rc = args.func(args)
     except TrnsimError as e:
         return _report(e, want_json, argv=argv)
+    except BrokenPipeError:
+        return _closed_stdout()
     except KeyboardInterrupt:
+        _one_line("interrupted")
         return 130
+    except Terminated as e:
+        _one_line(str(e))
+        return 128 + e.signum
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a raw traceback
         from ..source import user_exception
         err = user_exception(e)
@@ -159,7 +177,32 @@ def main(argv: Optional[List[str]] = None) -> int:
         if os.environ.get("TRNSIM_DEBUG"):
             raise
         return _report(_internal(e), want_json, 3, argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_stdout()
     return int(rc or 0)
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``trnsim ... --json | head``): nothing more to say to it, and no
+    traceback when Python flushes stdout at exit.  Exit status 141, as a shell reports SIGPIPE."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
+
+
+def _one_line(text: str) -> None:
+    """A one-line notice on stderr (an interrupted run); never fails."""
+    try:
+        sys.stderr.write(f"trnsim: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,6 @@
 """Shared terminal output: rich tables by default, JSON with --json, progress bars for long work."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -9,6 +8,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
+
+from ..outputs import dumps_strict
 
 
 # width when the output is not a terminal (a file, a pipe, CI logs) and $COLUMNS is unset: wide
@@ -40,8 +41,9 @@ def error_console() -> Console:
 
 
 def print_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON on stdout (numpy scalars, tuples and sets converted)."""
-    json.dump(obj, sys.stdout, indent=2, default=_default, sort_keys=False)
+    """Print ``obj`` as indented, strict JSON on stdout (numpy scalars, tuples and sets converted;
+    NaN and infinity, which strict JSON has no word for, printed as null)."""
+    sys.stdout.write(dumps_strict(obj, default=_default, indent=2, sort_keys=False))
     sys.stdout.write("\n")
 
 

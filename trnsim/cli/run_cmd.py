@@ -15,6 +15,8 @@ def register(sub) -> None:
     p.add_argument("--hardware", metavar="FILE.toml", help="hardware figures merged over the catalog "
                    "(a what-if generation, e.g. trnsim/hardware/examples/trn4-projection.toml)")
     p.add_argument("--size", default="512x1024x1024", help="MxKxN (multiples of 128/128/512)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the run with an error after this many seconds of wall time (default: none)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -24,7 +26,7 @@ def demo_size(text: str, opts) -> tuple:
     moving tile sizes (the kernel tiles by exactly these), within the chip's HBM."""
     from ..errors import ConfigError
     from ..hardware import load_catalog
-    from ..validate import check_input_size
+    from ..validate import check_host_memory, check_input_size
     import ml_dtypes
     where = f"--size {text}"
     parts = str(text).lower().split("x")
@@ -45,7 +47,21 @@ def demo_size(text: str, opts) -> tuple:
     bf16 = np.dtype(ml_dtypes.bfloat16)
     check_input_size("lhsT", (K, M), bf16, hbm_bytes=hbm, host_bytes=None, where=where)
     check_input_size("rhs", (K, N), bf16, hbm_bytes=hbm, host_bytes=None, where=where)
+    check_host_memory(demo_host_bytes(M, K, N), f"the demo at {M}x{K}x{N}", where, hint="use a smaller --size")
     return M, K, N
+
+
+# Bytes per element the functional demo holds at its peak, counted from ``run`` below and the simulator:
+# each input as bf16 (2) in the caller and in simulated HBM (2), its fp32 draw (4) and fp32 reference
+# copy (4); the output as bf16 in HBM and returned (2 + 2), as fp32 (4) and the fp32 reference product
+# and its bf16-rounded copies (4 + 2 + 4).
+DEMO_INPUT_BYTES = 2 + 2 + 4 + 4
+DEMO_OUTPUT_BYTES = 2 + 2 + 4 + 4 + 2 + 4
+
+
+def demo_host_bytes(M: int, K: int, N: int) -> int:
+    """Host memory the demo needs at MxKxN (inputs lhsT KxM and rhs KxN, output MxN)."""
+    return DEMO_INPUT_BYTES * (K * M + K * N) + DEMO_OUTPUT_BYTES * M * N
 
 
 def run(args) -> int:
@@ -62,7 +78,8 @@ def run(args) -> int:
     b = rng.standard_normal((K, N), dtype=np.float32).astype(ml_dtypes.bfloat16)
     from .output import Spinner
     t0 = time.perf_counter()
-    with Spinner(not args.json):
+    from ..lifetime import time_limit
+    with Spinner(not args.json), time_limit(args.timeout, f"the demo at {M}x{K}x{N}"):
         res = matmul_tiled.run(a, b, options=opts)
     wall = time.perf_counter() - t0
     out = res.outputs.astype(np.float32)

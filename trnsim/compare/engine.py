@@ -9,6 +9,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 from ..cost import PowerModel, PriceBook, PriceError, SensitivityReport, sensitivity, system_economics, with_baseline
 from ..cost.economics import SystemEconomics
 from ..errors import ConfigError
+from .constraints import warning_text, warnings_of
 from .search import Choice, choose
 from .systems import SystemRef, resolve_system
 from .workload import Workload
@@ -79,12 +80,12 @@ class Comparison:
     def to_dict(self) -> dict:
         """JSON-ready dict (``systems``: the list of per-system records; ``usd_per_month`` = cost per run x
         runs per month when the workload repeats)."""
-        rows = [r.to_dict() for r in self.rows]
+        systems = [r.to_dict() for r in self.rows]
         if self.workload.runs_per_month:
-            for d in rows:
+            for d in systems:
                 d["usd_per_month"] = d["cost_usd"] * self.workload.runs_per_month
         return {"workload": self.workload.to_dict(), "baseline": self.baseline, "price_kind": self.price_kind,
-                "winner": self.winner, "systems": rows,
+                "winner": self.winner, "systems": systems, "warnings": warnings_of(self.workload, systems),
                 "skipped": [{"system": s, "reason": why} for s, why in self.skipped],
                 "sensitivity": self.sensitivity.to_dict() if self.sensitivity else None,
                 "summary": self.summary(), "wall_s": self.wall_s, **dict(self.extra)}
@@ -106,7 +107,8 @@ class Comparison:
                 s += f" {w.system} saves ${save:,.2f} a month against {self.baseline}."
         if self.sensitivity is not None:
             s += " " + self.sensitivity.summary()
-        return s
+        warn = warning_text(warnings_of(self.workload, [r.to_dict() for r in self.rows]))
+        return f"{s} {warn}" if warn else s
 
 
 def check_prices(refs: Sequence[SystemRef], prices: PriceBook) -> None:

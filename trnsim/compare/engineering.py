@@ -9,7 +9,7 @@ from typing import Dict, List, Mapping, Optional
 
 from ..cost import break_even
 from ..errors import ConfigError
-from ..model.gpu.datafile import read_toml_file, unwrap_figures
+from ..hardware.figures import read_toml, unwrap_figures
 
 ENGINEERING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "engineering.toml")
 
@@ -22,8 +22,9 @@ class EngineeringError(ConfigError):
 def load_defaults(overrides: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
     """``{"effort.custom_kernel": 80.0, ...}`` from engineering.toml with ``overrides`` (same keys) on top."""
     prov: dict = {}
-    raw = read_toml_file(ENGINEERING_FILE, "engineering-file")
-    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", ENGINEERING_FILE, prov)
+    raw = read_toml(ENGINEERING_FILE, "engineering-file")
+    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", ENGINEERING_FILE, prov,
+                          rule="data-file")
     flat = {f"{s}.{k}": float(v) for s, t in vals.items() if s != "example_prices" for k, v in t.items()}
     for k, v in (overrides or {}).items():
         if k not in flat:
@@ -36,7 +37,7 @@ def load_defaults(overrides: Optional[Mapping[str, float]] = None) -> Dict[str, 
 
 def source_of(key: str) -> str:
     """The source text of one figure (for the report's 'basis' column)."""
-    raw = read_toml_file(ENGINEERING_FILE, "engineering-file")
+    raw = read_toml(ENGINEERING_FILE, "engineering-file")
     sect, _, name = key.partition(".")
     node = raw.get(sect, {}).get(name, {})
     src = str(node.get("source", ""))
@@ -45,7 +46,7 @@ def source_of(key: str) -> str:
 
 def example_prices() -> Dict[str, float]:
     """Prices the built-in example uses where none is published (labelled derived)."""
-    raw = read_toml_file(ENGINEERING_FILE, "engineering-file")
+    raw = read_toml(ENGINEERING_FILE, "engineering-file")
     return {k: float(v["value"]) for k, v in raw.get("example_prices", {}).items()}
 
 

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
+from ..checks import check_params
 from ..cost import PowerModel, PriceBook
 from ..errors import ConfigError
 from .engine import Comparison, compare
@@ -71,6 +72,7 @@ def evaluate(model: Any, input_shape: Sequence[Sequence[int]], workload: Workloa
              start_delays: Optional[Mapping[str, float]] = None,
              progress: Optional[Callable[[str], None]] = None) -> Evaluation:
     """Run the three steps for ``model`` (``FILE.py:Class`` or an nn.Module) on one example input."""
+    check_params(egress_gb=egress_gb)
     if workload.task not in ("train", "finetune"):
         raise ConfigError("evaluate estimates a training or fine-tuning run of your model", rule="evaluate-task",
                           limit=("train", "finetune"), value=workload.task,

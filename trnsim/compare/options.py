@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
+from ..checks import check_params
 from ..cost import PriceBook, load_power_model, parse_price_args
 from ..cost.power import PowerModel
 from .workload import DAY_S, Workload
@@ -16,6 +17,9 @@ def make_workload(model, task: str = "train", tokens: Optional[float] = None, se
                   lora_rank: Optional[int] = None, lora_targets: Optional[str] = None,
                   framework: Optional[str] = None, runs_per_month: float = 0.0) -> Workload:
     """A ``Workload`` from the CLI's units (days for the deadline)."""
+    check_params(tokens=tokens, seq=seq, batch_tokens=batch_tokens, deadline_days=deadline_days,
+                 max_instances=max_instances, input_len=input_len, output_len=output_len, rate=rate,
+                 slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms)
     return Workload(model=model, task=task, tokens=tokens, seq=int(seq), batch_tokens=float(batch_tokens),
                     deadline_s=float(deadline_days) * DAY_S, max_instances=int(max_instances), precision=precision,
                     input_len=int(input_len), output_len=int(output_len), rate=float(rate),
@@ -32,4 +36,5 @@ def make_prices(kind: str = "on-demand", price_args: Sequence[str] = (), price_f
 
 def make_power(pue: Optional[float] = None, chip_watts: Optional[dict] = None) -> PowerModel:
     """The power model with an optional PUE and chip-watts override."""
+    check_params(pue=pue)
     return load_power_model().with_overrides(pue=pue, chip_watts=chip_watts)

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 
 from ..errors import ConfigError
 from ..hardware.catalog import load_catalog
-from ..model.gpu.systems import load_gpu_catalog
+from ..hardware.gpus import load_gpu_catalog
 
 DEFAULT_TRAIN = ("trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge")
 DEFAULT_INFER = ("inf2.48xlarge", "trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge", "p5en.48xlarge")

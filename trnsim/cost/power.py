@@ -1,5 +1,6 @@
-"""Power and energy inputs: accelerator power (Trainium from cost/data/power.toml, GPUs from gpus.toml),
-host overhead, PUE and utilization scaling.  Formulas are in the module docstring of power.toml."""
+"""Power and energy inputs: accelerator power from the hardware catalog (Trainium chips' ``tdp_watts`` in
+chips.toml, GPUs' in gpus.toml, both overridable by one ``--hardware`` file), host overhead, PUE and
+utilization scaling from cost/data/power.toml.  Formulas are in the header of power.toml."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,8 @@ from typing import Dict, Mapping, Optional
 
 from ..errors import ConfigError, HardwareFileError
 from ..hardware.catalog import load_catalog
-from ..model.gpu.datafile import Figure, read_toml_file, unwrap_figures
-from ..model.gpu.systems import load_gpu_catalog
+from ..hardware.figures import Figure, read_toml, unwrap_figures
+from ..hardware.gpus import load_gpu_catalog
 from .prices import canonical_system
 
 POWER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "power.toml")
@@ -22,13 +23,15 @@ class PowerError(ConfigError):
 
 @dataclass(frozen=True)
 class PowerModel:
-    """PUE, host overhead, idle fraction and Trainium chip watts (GPU watts come from gpus.toml)."""
+    """PUE, host overhead, idle fraction and Trainium chip watts (from the catalog, with the caller's
+    overrides; GPU watts come from the catalog's GPUs)."""
     pue: float
     host_overhead_fraction: float
     idle_fraction: float
     chip_watts: Mapping[str, float]
     system_watts: Mapping[str, float] = field(default_factory=dict)  # measured IT watts, busy, per system
     provenance: Mapping[str, Figure] = field(default_factory=dict, compare=False, repr=False)
+    hardware_file: Optional[str] = None   # the --hardware file merged over the catalog
 
     def __post_init__(self):
         _check("pue", self.pue, 1.0, 5.0)
@@ -60,27 +63,28 @@ def _check(name: str, v, lo: float, hi: float) -> None:
         raise PowerError(f"{name} out of range", limit=f"{lo}..{hi}", value=v)
 
 
-def load_power_model(path: Optional[str] = None) -> PowerModel:
-    """Read power.toml (or ``path``); a missing or malformed figure is an error naming its key."""
+def load_power_model(path: Optional[str] = None, hardware_file: Optional[str] = None) -> PowerModel:
+    """Power defaults from power.toml (or ``path``), chip watts from the hardware catalog (with
+    ``hardware_file`` merged over it); a missing or malformed figure is an error naming its key."""
     p = path or POWER_FILE
-    raw = read_toml_file(p, "power-file")
+    raw = read_toml(p, "power-file")
     prov: Dict[str, Figure] = {}
     tags = raw.get("sources", {})
-    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", p, prov, tags)
+    vals = unwrap_figures({k: v for k, v in raw.items() if k != "sources"}, "", p, prov, tags, "data-file")
     d = vals.get("defaults", {})
     for k in ("pue", "host_overhead_fraction", "idle_fraction"):
         if k not in d:
             raise HardwareFileError(f"{p}: missing defaults.{k}", rule="power-file-missing",
                                     value=f"defaults.{k}")
-    chips = {}
-    for key, t in vals.get("chips", {}).items():
-        if not isinstance(t, Mapping) or "watts" not in t:
-            raise HardwareFileError(f"{p}: missing chips.{key}.watts", rule="power-file-missing",
-                                    value=f"chips.{key}.watts")
-        chips[key] = t["watts"]
+    if "chips" in vals:
+        raise HardwareFileError(f"{p}: chip power lives in the hardware catalog", rule="power-file-chips",
+                                limit="chips.<chip>.tdp_watts in a --hardware file", value="chips",
+                                hint="write [chips.<chip>] tdp_watts = { value = W, source = ... } in a hardware file")
+    chips = {k: c.tdp_watts for k, c in load_catalog(hardware_file).chips.items() if c.tdp_watts > 0}
     try:
         return PowerModel(pue=d["pue"], host_overhead_fraction=d["host_overhead_fraction"],
-                          idle_fraction=d["idle_fraction"], chip_watts=chips, provenance=prov)
+                          idle_fraction=d["idle_fraction"], chip_watts=chips, provenance=prov,
+                          hardware_file=hardware_file)
     except PowerError as e:
         raise HardwareFileError(f"{p}: {e.message}", rule="power-file-range", limit=e.limit,
                                 value=e.value) from None
@@ -108,12 +112,12 @@ class SystemPower:
 def accelerator_of(system: str, model: PowerModel) -> tuple:
     """``(accelerator name, count, watts each)`` for a Trainium/Inferentia instance or a GPU system."""
     key = canonical_system(system)
-    gpus = load_gpu_catalog()
+    gpus = load_gpu_catalog(user_file=model.hardware_file)
     if gpus.has_system(key):
         s = gpus.system(key)
         return s.gpu, s.gpus, gpus.gpus[s.gpu].tdp_watts
     try:
-        inst = load_catalog().instance(key)
+        inst = load_catalog(model.hardware_file).instance(key)
     except ConfigError:
         raise PowerError(f"unknown system {system!r}: not a Trainium/Inferentia instance or GPU system",
                          value=system, hint="see `trnsim hw list`") from None

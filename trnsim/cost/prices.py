@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, HardwareFileError
 from ..hardware.catalog import instance_name_key
-from ..model.gpu.datafile import read_toml_file
+from ..hardware.figures import read_toml
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 PRICES_FILE = os.path.join(DATA, "prices.toml")
@@ -123,7 +123,7 @@ def read_price_overrides(path: str) -> Dict[str, float]:
     with columns ``system`` (or ``instance``) and ``usd_per_hour`` (or ``hourly_price_usd``, ``price``)."""
     if path.lower().endswith(".csv"):
         return _read_price_csv(path)
-    raw = read_toml_file(path, "price-file")
+    raw = read_toml(path, "price-file")
     out = {}
     for name, v in raw.items():
         if isinstance(v, Mapping):
@@ -137,10 +137,13 @@ def read_price_overrides(path: str) -> Dict[str, float]:
 
 def _read_price_csv(path: str) -> Dict[str, float]:
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
     except FileNotFoundError:
         raise PriceError(f"price file not found: {path}", value=path) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise PriceError(f"cannot read price file {path}: {e}", value=path,
+                         hint="a UTF-8 CSV with columns system,usd_per_hour") from None
     out = {}
     for i, r in enumerate(rows, start=2):
         name = (r.get("system") or r.get("instance") or "").strip()
@@ -155,7 +158,7 @@ def _read_price_csv(path: str) -> Dict[str, float]:
 def canonical_system(name: str) -> str:
     """The catalog key of a Trainium instance or GPU system (aliases resolved); else the name as given."""
     from ..hardware.catalog import load_catalog
-    from ..model.gpu.systems import load_gpu_catalog
+    from ..hardware.gpus import load_gpu_catalog
     try:
         return load_catalog().instance(name).key
     except ConfigError:
@@ -164,6 +167,26 @@ def canonical_system(name: str) -> str:
         return load_gpu_catalog().system(name).key
     except ConfigError:
         return str(name).strip()
+
+
+def known_systems(prices: Iterable[Price] = ()) -> List[str]:
+    """Every system a price may name: catalog instances and UltraServers, GPU systems, priced systems."""
+    from ..hardware.catalog import load_catalog
+    from ..hardware.gpus import load_gpu_catalog
+    return sorted(set(load_catalog().instances) | set(load_gpu_catalog().systems) | {p.system for p in prices})
+
+
+def check_priced_system(name: str, prices: Iterable[Price] = ()) -> str:
+    """``name`` when it names a known system (aliases included); a misspelt one is a PriceError with
+    "did you mean", never silently ignored in favour of the published price."""
+    from ..checks import unknown_name
+    prices = tuple(prices)
+    key = canonical_system(name)
+    names = known_systems(prices)
+    if instance_name_key(key) in {instance_name_key(n) for n in names}:
+        return key
+    raise unknown_name("system", str(name), names, rule="price-system", where=f"--price / --prices: {name}",
+                       error=PriceError)
 
 
 class PriceBook:
@@ -176,6 +199,8 @@ class PriceBook:
         self.kind = kind
         self.prices = tuple(prices)
         self.gaps = dict(gaps or {})
+        for k in (overrides or {}):
+            check_priced_system(k, self.prices)
         self.overrides = {instance_name_key(canonical_system(k)): (k, _usd(v, k, "price override"))
                           for k, v in (overrides or {}).items()}
 
@@ -184,7 +209,7 @@ class PriceBook:
              override_files: Iterable[str] = (), path: Optional[str] = None) -> "PriceBook":
         """The built-in (or ``path``) price data, then ``override_files`` in order, then ``overrides``."""
         p = path or PRICES_FILE
-        prices, gaps = parse_prices(read_toml_file(p, "price-file"), p)
+        prices, gaps = parse_prices(read_toml(p, "price-file"), p)
         over: Dict[str, float] = {}
         for f in override_files:
             over.update(read_price_overrides(f))

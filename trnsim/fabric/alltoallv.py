@@ -15,13 +15,13 @@ from .topology import build_topology
 
 
 def alltoallv(system: str, matrix, ranks: Optional[Sequence[int]] = None, instances: int = 1,
-              lnc: Optional[int] = None, hardware_file: Optional[str] = None) -> CollectiveResult:
+              lnc: Optional[int] = None, hardware_file: Optional[str] = None, in_graph: bool = True) -> CollectiveResult:
     """``matrix[i][j]`` bytes from the i-th to the j-th rank of ``ranks`` (all cores when None), sent directly.
 
     The reported size is the mean bytes a rank sends (nccl-tests' all-to-all size per rank)."""
     cfg = load_fabric_config(hardware_file)
     base = build_topology(system, instances, lnc, hardware_file)
-    rt = cfg.runtime(base.chip)
+    rt = cfg.runtime(base.chip).call(in_graph)
     # the runtime's mesh writes: all-to-all's fraction of link rate, the cores' rates inside a chip
     topo = class_topology(group_topology(base, ranks), "mesh", rt, "all-to-all")
     rs = RankSet(topo, ranks)

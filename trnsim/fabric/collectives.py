@@ -12,7 +12,8 @@ from ..errors import ConfigError
 from .algorithms import ALGORITHMS, OPS, NotApplicable, WrongOp
 from .config import load_fabric_config
 from .flowsim import simulate
-from .runtime import CLASS_OF, class_topology, group_topology, messages, pick
+from .runtime import (CLASSES_OF, chosen_classes, class_order, class_topology, group_topology, messages,
+                      padded_sizes)
 from .gpu import GpuTopology, build_gpu_topology, gpu_system_key, nccl_candidates
 from .schedule import RankSet
 from .topology import Topology, build_topology
@@ -91,8 +92,10 @@ def ranks_for_count(topo: Topology, count: int) -> Optional[Tuple[int, ...]]:
 
 def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union[None, int, Sequence[int]] = None,
                instances: int = 1, algorithm: Optional[str] = None, lnc: Optional[int] = None,
-               hardware_file: Optional[str] = None) -> CollectiveResult:
-    """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all)."""
+               hardware_file: Optional[str] = None, in_graph: bool = True) -> CollectiveResult:
+    """Simulate ``op`` of ``size_bytes`` (nccl-tests convention) over ``ranks`` (logical cores; None = all).
+    ``in_graph``: the collective runs inside a compiled graph, as a model's do (its one fixed cost); False:
+    launched on its own, as nccom-test runs it (launch and per-message costs)."""
     op = canonical_op(op)
     size = parse_size(size_bytes)
     if gpu_system_key(system, hardware_file) is not None:
@@ -101,23 +104,23 @@ def collective(system: str, op: str, size_bytes: Union[float, str], ranks: Union
     if isinstance(ranks, (int, np.integer)) and not isinstance(ranks, bool):
         ranks = ranks_for_count(topo, int(ranks))
     key = None if ranks is None else tuple(int(r) for r in ranks)
-    return _cached(topo, op, size, key, algorithm, hardware_file)
+    return _cached(topo, op, size, key, algorithm, hardware_file, bool(in_graph))
 
 
 @functools.lru_cache(maxsize=4096)
 def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str],
-            hardware_file: Optional[str]) -> CollectiveResult:
+            hardware_file: Optional[str], in_graph: bool = True) -> CollectiveResult:
     cfg = load_fabric_config(hardware_file)
     topo = group_topology(topo, ranks)
     rs = RankSet(topo, ranks)
-    rt = cfg.runtime(topo.chip)
+    rt = cfg.runtime(topo.chip).call(in_graph)
     n = rs.n
     if op == "send-recv" and n < 2:
         raise ConfigError("send-recv needs at least two ranks", rule="fabric-ranks", limit=">= 2", value=n)
     names, mode = _choose(algorithm, op, size, cfg)
     best, times, skipped = None, [], []
     if n > 1:
-        best, times, skipped = best_schedule(topo, op, size, rs, cfg, names, rt=rt, mode=mode)
+        best, times, skipped = runtime_schedule(topo, op, size, rs, cfg, names, rt, mode)
         if best is None:
             why = "; ".join(r for _, r in skipped)
             raise ConfigError(f"no algorithm can run {op} over {n} ranks of {topo.units} x {topo.name}"
@@ -138,32 +141,68 @@ def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str
         skipped=tuple(skipped))
 
 
+def runtime_schedule(topo: Topology, op: str, size: float, rs: RankSet, cfg, names: Sequence[str], rt, mode: str):
+    """``best_schedule``, and with ``mode`` 'runtime' the least of it and the same group's choice at the first
+    size of each later class (a message can be run padded: see fabric.runtime.padded_sizes)."""
+    best, times, skipped = best_schedule(topo, op, size, rs, cfg, names, rt=rt, mode=mode)
+    for padded in (padded_sizes(size, cfg) if mode == "runtime" and best is not None else ()):
+        alt, _, _ = best_schedule(topo, op, padded, rs, cfg, names, rt=rt, mode=mode)
+        if alt is not None and alt[0] < best[0]:
+            best = alt
+    return best, times, skipped
+
+
 def best_schedule(topo: Topology, op: str, size: float, rs: RankSet, cfg, names: Sequence[str],
                   first_only: bool = False, rt=None, mode: str = "fastest"):
-    """Simulate each named algorithm; returns ((seconds, schedule, sim) of the chosen one or None,
-    [(name, seconds)], [(name, why it cannot run here)]).  With the runtime constants ``rt`` each algorithm
-    runs at its class's link-rate fraction and pays the runtime's cost per step (launch overhead excluded);
-    ``mode`` 'runtime' chooses within the size's class (see fabric.runtime.pick), 'fastest' the fastest."""
-    runs, times, skipped = {}, [], []
-    for name in names:
-        t_topo = class_topology(topo, CLASS_OF[name], rt, op) if rt is not None else topo
-        try:
-            sched = ALGORITHMS[name](op, size, rs, t_topo, cfg)
-        except WrongOp as e:  # does not implement this op at all: only worth saying when forced
-            if len(names) == 1:
-                skipped.append((name, str(e)))
-            continue
-        except NotApplicable as e:
-            skipped.append((name, str(e)))
-            continue
-        sim = simulate(t_topo, sched)
-        t = sim.time_s + (rt.step_overhead_s * messages(sched) if rt is not None else 0.0)
-        times.append((name, t))
-        runs[name] = (t, sched, sim)
-        if first_only:
-            break  # the runtime takes the first of its size-ordered choices that can run
-    chosen = pick(times, size, cfg, mode)
-    return (runs[chosen[0]] if chosen else None), times, skipped
+    """Choose and simulate; returns ((seconds, schedule, sim) of the chosen algorithm or None,
+    [(name, seconds)], [(name, why it cannot run here)]).  Every candidate is first bounded by its closed form
+    (exact for ring-type schedules, a lower bound otherwise); the competing ones (the size's class with
+    ``mode`` 'runtime', all with 'fastest') are flow-simulated in bound order until the next bound cannot beat
+    the best simulated time, so the simulator runs once or twice, not once per algorithm.  With the runtime
+    constants ``rt`` each runs at its class's link-rate fraction and pays the runtime's cost per message
+    (launch overhead excluded).  Pruned candidates report their bound; with 'runtime' only the chosen
+    class's algorithms are built at all."""
+    from .closed_form import schedule_pieces
+    cands, skipped, failed = [], [], set()  # cands: (bound s, name, class, topology, schedule, software s)
+    # 'runtime': only the size's class is built (the next one only when none of its algorithms can run)
+    for group in (class_order(size, cfg) if mode == "runtime" else (None,)):
+        for name in names:
+            for cls in CLASSES_OF[name] if rt is not None else CLASSES_OF[name][:1]:
+                if name in failed or (group is not None and cls != group):
+                    continue
+                t_topo = class_topology(topo, cls, rt, op) if rt is not None else topo
+                try:
+                    sched = ALGORITHMS[name](op, size, rs, t_topo, cfg)
+                except WrongOp as e:  # does not implement this op at all: only worth saying when forced
+                    if len(names) == 1:
+                        skipped.append((name, str(e)))
+                    failed.add(name)
+                    continue
+                except NotApplicable as e:
+                    skipped.append((name, str(e)))
+                    failed.add(name)
+                    continue
+                soft = rt.step_overhead_s * messages(sched) if rt is not None else 0.0
+                a, b, r = schedule_pieces(t_topo, sched)
+                cands.append((float(np.max(a + b, axis=1) @ r) + soft, name, cls, t_topo, sched, soft))
+            if first_only and cands:
+                break
+        if cands:
+            break
+    if not cands:
+        return None, [], skipped
+    keep = chosen_classes(size, cfg, mode, {c[2] for c in cands})
+    best, shown = None, {}
+    for bound, name, cls, t_topo, sched, soft in sorted(cands, key=lambda c: c[0]):
+        if cls in keep and (best is None or bound < best[0]):
+            sim = simulate(t_topo, sched)
+            t = sim.time_s + soft
+            if best is None or t < best[0]:
+                best = (t, sched, sim)
+            shown[name] = min(t, shown.get(name, t))
+        elif name not in shown:
+            shown[name] = bound
+    return best, [(n, shown[n]) for n in dict.fromkeys(c[1] for c in cands)], skipped
 
 
 def _choose(algorithm: Optional[str], op: str, size: float, cfg) -> Tuple[Tuple[str, ...], str]:

@@ -13,10 +13,10 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from .algorithms import ALGORITHMS
 from .closed_form import algorithm_pieces, piece_times
-from .collectives import best_schedule, canonical_op
+from .collectives import canonical_op, runtime_schedule
 from .config import load_fabric_config
 from .gpu import build_gpu_topology, gpu_system_key, nccl_time
-from .runtime import CLASS_OF, class_topology, group_topology, pick
+from .runtime import CLASSES_OF, class_topology, group_topology, padded_sizes, pick
 from .schedule import RankSet
 from .topology import build_topology
 
@@ -26,18 +26,21 @@ class FabricComm:
 
     Ranks are logical NeuronCore indices 0..N-1: core r lives on chip r // (cores_per_chip / lnc),
     instances numbered consecutively.  The runtime picks the algorithm class by message size (mesh, RDH,
-    rings) and pays its launch and per-step costs (fabric.toml [runtime.<chip>]).  On a GPU system (gpus.toml) ranks are GPU indices, the GPUs of one
-    NVLink domain consecutive, timed with NCCL's cost model (``fabric.gpu``); ``lnc`` does not apply.  ``runtime=False`` leaves out the runtime constants of fabric.toml
-    (launch and step costs, efficiencies, the size classes): links at their nominal rate, the fastest
-    algorithm, for callers that calibrate their own."""
+    rings) and pays its costs (fabric.toml [runtime.<chip>]): inside a compiled graph (``in_graph``, how a
+    model's collectives run) one fixed cost per call; launched on its own (``in_graph=False``, as nccom-test
+    runs it) a launch and a cost per message.  On a GPU system (gpus.toml) ranks are GPU indices, the GPUs
+    of one NVLink domain consecutive, timed with NCCL's cost model (``fabric.gpu``); ``lnc`` does not
+    apply.  ``runtime=False`` leaves out the runtime constants (costs, efficiencies, size classes): links at
+    their nominal rate, the fastest algorithm, for callers that calibrate their own."""
 
     def __init__(self, system: str, instances: int = 1, lnc: Optional[int] = 1,
-                 hardware_file: Optional[str] = None, simulate: bool = False, runtime: bool = True):
+                 hardware_file: Optional[str] = None, simulate: bool = False, runtime: bool = True,
+                 in_graph: bool = True):
         # a hardware file named by the environment is part of the cache keys below
         hardware_file = hardware_file or os.environ.get("TRNSIM_HARDWARE") or None
         self._memo: Dict[Tuple[str, float, Tuple[int, ...]], Tuple[str, float]] = {}
         self.system, self.instances, self.hardware_file = system, instances, hardware_file
-        self.simulate, self.runtime = simulate, runtime
+        self.simulate, self.runtime, self.in_graph = simulate, runtime, in_graph
         self.gpu = None
         if gpu_system_key(system, hardware_file) is not None:
             # NVLink / NVSwitch domains and the network between them, timed with NCCL's cost model; a GPU
@@ -47,7 +50,7 @@ class FabricComm:
             return
         topo = _topology(system, instances, lnc, hardware_file)  # validates now, not later
         self.cfg = load_fabric_config(hardware_file)
-        self.rt = self.cfg.runtime(topo.chip) if runtime else None
+        self.rt = self.cfg.runtime(topo.chip).call(in_graph) if runtime else None
         self.launch_s = self.rt.launch_overhead_s if runtime else 0.0
         self.step_s = self.rt.step_overhead_s if runtime else 0.0
         # runtime=False: every link at its nominal rate, the fastest algorithm, no software costs
@@ -78,25 +81,35 @@ class FabricComm:
         else:
             coeffs = None if self.simulate else self._fast(op, group)
             if coeffs:
-                mode = "runtime" if self.runtime else "fastest"
-                name, t = pick(piece_times(coeffs, float(size_bytes), self.step_s), float(size_bytes), self.cfg, mode)
+                name, t = self._pick(coeffs, float(size_bytes))
+                for padded in padded_sizes(float(size_bytes), self.cfg) if self.runtime else ():
+                    alt = self._pick(coeffs, padded)
+                    if alt[1] < t:
+                        name, t = alt
             else:
                 name, t = self._simulated(op, float(size_bytes), group)
             hit = (name, t + self.launch_s)
         self._memo[key] = hit
         return hit
 
+    def _pick(self, coeffs, size: float) -> Tuple[str, float]:
+        """(algorithm, network + step seconds) the runtime picks at ``size`` from the closed forms."""
+        times = piece_times([(c[0],) + c[2:] for c in coeffs], size, self.step_s)
+        return pick([(n, c[1], t) for (n, t), c in zip(times, coeffs)], size, self.cfg,
+                    "runtime" if self.runtime else "fastest")
+
     def _fast(self, op: str, group: Tuple[int, ...]) -> Optional[list]:
         """Closed-form candidates of a regular-grid group, or None (irregular: simulate instead); shared by
         every FabricComm of the process (the planner builds one per configuration)."""
-        return _pieces(group_topology(self.topology, group), op, group, self.hardware_file, self.runtime)
+        return _pieces(group_topology(self.topology, group), op, group, self.hardware_file, self.runtime,
+                       self.in_graph)
 
     def _simulated(self, op: str, size: float, group: Tuple[int, ...]) -> Tuple[str, float]:
         """The flow simulator's choice and its seconds (no launch overhead)."""
         topo = group_topology(self.topology, group)
         rs = RankSet(topo, group)
-        best, _, skipped = best_schedule(topo, op, size, rs, self.cfg, tuple(ALGORITHMS), rt=self.rt,
-                                         mode="runtime" if self.runtime else "fastest")
+        best, _, skipped = runtime_schedule(topo, op, size, rs, self.cfg, tuple(ALGORITHMS), self.rt,
+                                            "runtime" if self.runtime else "fastest")
         if best is None:
             from ..errors import ConfigError
             raise ConfigError(f"no algorithm can run {op} over {rs.n} ranks of {self.topology.name}"
@@ -106,16 +119,18 @@ class FabricComm:
 
 
 @functools.lru_cache(maxsize=8192)
-def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str], runtime: bool) -> Optional[list]:
+def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str], runtime: bool,
+            in_graph: bool) -> Optional[list]:
     rs = RankSet(topo, group)
     if not rs.is_grid:
         return None
     cfg = load_fabric_config(hardware_file)
-    rt = cfg.runtime(topo.chip) if runtime else None
+    rt = cfg.runtime(topo.chip).call(in_graph) if runtime else None
     out = []
     for cls in ("mesh", "rdh", "ring"):  # each class at its own fraction of link rate
-        names = tuple(n for n in ALGORITHMS if CLASS_OF[n] == cls)
-        out += algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo, op, rs, cfg, names)
+        names = tuple(n for n in ALGORITHMS if cls in CLASSES_OF[n][:None if runtime else 1])
+        out += [(c[0], cls) + c[1:] for c in algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo,
+                                                                op, rs, cfg, names)]
     return out
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import HardwareFileError
@@ -26,7 +26,18 @@ class Runtime:
     p2p_efficiency: float  # all-to-all and send-recv: no reduction, bulk DMA writes
     core_dma_bytes_per_s: float
     core_pair_bytes_per_s: float
+    graph_call_overhead_s: float  # a collective inside a compiled graph: no launch, no per-message setup
     default_lnc: int
+
+    def call(self, in_graph: bool) -> "Runtime":
+        """These constants as one collective call pays them: standalone (a collective launched on its own, as
+        nccom-test runs it: launch, a cost per message, the classes' own link fractions) or inside a compiled
+        graph (one fixed cost; the mesh and RDH bytes at the rings' fraction)."""
+        if not in_graph:
+            return self
+        # a compiled graph sets up its messages ahead of time: every class moves bytes at the rings' fraction
+        return replace(self, launch_overhead_s=self.graph_call_overhead_s, step_overhead_s=0.0,
+                       mesh_efficiency=self.bandwidth_efficiency, rdh_efficiency=self.bandwidth_efficiency)
 
     def class_efficiency(self, cls: str, op: str = "all-reduce") -> float:
         """Achieved fraction of NeuronLink rate of an algorithm class (ring, rdh, mesh) running ``op``."""

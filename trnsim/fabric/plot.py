@@ -8,6 +8,7 @@ import io
 import math
 from typing import Dict, List, Sequence
 
+from ..outputs import write_text
 from .collectives import CollectiveResult
 from .units import format_size
 
@@ -101,5 +102,4 @@ def render_sweep_html(runs: Dict[str, Sequence[CollectiveResult]], title: str) -
 
 def write_sweep_html(runs: Dict[str, Sequence[CollectiveResult]], path: str, title: str) -> None:
     """Write ``render_sweep_html`` to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_sweep_html(runs, title))
+    write_text(path, render_sweep_html(runs, title))

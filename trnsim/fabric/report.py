@@ -32,11 +32,12 @@ def dtype_bytes(name: str) -> int:
 
 def sweep(system: str, op: str, sizes: Sequence[float], ranks=None, instances: int = 1,
           algorithm: Optional[str] = None, lnc: Optional[int] = None, hardware_file: Optional[str] = None,
-          progress: Optional[Callable[[CollectiveResult], None]] = None) -> List[CollectiveResult]:
+          progress: Optional[Callable[[CollectiveResult], None]] = None,
+          in_graph: bool = True) -> List[CollectiveResult]:
     """One collective per size (an nccom-test style sweep); ``progress`` is called after each."""
     out = []
     for s in sizes:
-        r = collective(system, op, s, ranks, instances, algorithm, lnc, hardware_file)
+        r = collective(system, op, s, ranks, instances, algorithm, lnc, hardware_file, in_graph)
         out.append(r)
         if progress:
             progress(r)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware import load_catalog
+from ..hardware.collective_forms import core_to_core_bw
 from .config import FabricConfig, load_fabric_config
 
 Route = Tuple[Tuple[float, Tuple[int, ...], float], ...]  # (fraction of bytes, link ids, latency s)
@@ -123,9 +124,8 @@ class Topology:
         """This topology with a chip family's runtime figures: link-rate fractions, and the core-to-core rates
         (per physical core in the data file: a logical core of LNC=2 drives two cores' DMA queues)."""
         core, pair = rt.core_dma_bytes_per_s * self.lnc, rt.core_pair_bytes_per_s * self.lnc
-        k = self.cores_per_chip
         return replace(self, efficiency=rt.bandwidth_efficiency, efa_efficiency=rt.efa_efficiency, core_bw=core,
-                       core_pair_bw=pair, intra_chip_bw=core if k <= 1 else min(k * core, k * (k - 1) * pair))
+                       core_pair_bw=pair, intra_chip_bw=core_to_core_bw(self.cores_per_chip, core, pair))
 
     def for_group(self, ranks_per_chip: int) -> "Topology":
         """This topology with the chip's core-to-core capacity a collective gets when ``ranks_per_chip`` of its
@@ -133,7 +133,7 @@ class Topology:
         k = max(1, int(ranks_per_chip))
         if not self.core_bw or k == 1:
             return self
-        bw = min(k * self.core_bw, k * (k - 1) * self.core_pair_bw)
+        bw = core_to_core_bw(k, self.core_bw, self.core_pair_bw)
         return self if bw == self.intra_chip_bw else replace(self, intra_chip_bw=bw)
 
     def link_name(self, link: int) -> str:

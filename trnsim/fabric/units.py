@@ -5,11 +5,13 @@ import math
 import re
 from typing import List, Union
 
+from ..checks import BITS_HINT, check_sweep_length, is_bits_unit
 from ..errors import ConfigError
 
+# the grammar: trnsim/checks.py (sizes and counts); a lower-case b (bits) is refused before this lookup
 _UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40,
           "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
-          "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30}  # bare K/M/G as nccom-test reads them (binary)
+          "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "t": 2 ** 40}  # bare K/M/G/T as nccom-test reads them (binary)
 _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
@@ -21,6 +23,9 @@ def parse_size(text: Union[str, int, float]) -> float:
         v = float(text)
     else:
         m = _RE.match(str(text))
+        if m and is_bits_unit(m.group(2)):
+            raise ConfigError(f"size {text!r} is in bits", rule="fabric-size", limit="bytes: B, KiB, MiB, GiB, "
+                              "TiB, KB, MB, GB, TB", value=text, hint=BITS_HINT)
         unit = m.group(2).lower() if m else None
         if not m or unit not in _UNITS:
             raise ConfigError(f"cannot read size {text!r}", rule="fabric-size",
@@ -40,10 +45,14 @@ def parse_sweep(text: str) -> List[float]:
         raise ConfigError(f"cannot read sweep {text!r}", rule="fabric-size", limit="MIN:MAX[:FACTOR]",
                           value=text, hint="e.g. --sweep 8B:1GiB")
     lo, hi = parse_size(parts[0]), parse_size(parts[1])
-    factor = float(parts[2]) if len(parts) == 3 else 2.0
-    if hi < lo or factor <= 1:
+    try:
+        factor = float(parts[2]) if len(parts) == 3 else 2.0
+    except ValueError:
+        factor = float("nan")
+    if hi < lo or not factor > 1 or not math.isfinite(factor):
         raise ConfigError("a sweep needs MIN <= MAX and FACTOR > 1", rule="fabric-size",
                           limit="MIN <= MAX, FACTOR > 1", value=text)
+    check_sweep_length(int(math.floor(math.log(hi / lo) / math.log(factor) + 1e-9)) + 1, f"--sweep {text}")
     out, v = [], lo
     while v <= hi * (1 + 1e-12):
         out.append(v)

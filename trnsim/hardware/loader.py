@@ -1,4 +1,4 @@
-"""Read hardware data files (TOML) into plain values plus a parallel map of sources.
+"""Read hardware data files (TOML, through ``figures``) into plain values plus a parallel map of sources.
 
 A figure is written either as a bare value (only for names and lists of names) or as a table
 ``{ value = ..., source = "TAG", note = "..." }``.  ``source`` is a tag from ``sources.toml`` (which
@@ -15,33 +15,13 @@ import os
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Dict, Mapping, Tuple, get_args, get_origin, get_type_hints
 
-try:  # Python 3.11+
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml  # type: ignore
-
 from ..errors import HardwareFileError
+from .figures import Figure, is_figure, read_toml, unwrap_figures
 from .rules import check_range
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 Sources = Dict[str, str]
-
-
-def read_toml(path: str) -> dict:
-    """Parse one TOML file; a missing or malformed file is a HardwareFileError naming it."""
-    try:
-        with open(path, "rb") as f:
-            return _toml.load(f)
-    except FileNotFoundError:
-        raise HardwareFileError(f"hardware file not found: {path}", rule="hardware-file",
-                                value=path) from None
-    except (_toml.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise HardwareFileError(f"hardware file {path} is not valid TOML: {e}",
-                                rule="hardware-file-syntax", value=path) from None
-    except OSError as e:  # a folder, no permission
-        raise HardwareFileError(f"hardware file {path} cannot be read: {e.strerror}", rule="hardware-file",
-                                value=path) from None
 
 
 def deep_merge(base: dict, over: Mapping) -> dict:
@@ -56,32 +36,11 @@ def deep_merge(base: dict, over: Mapping) -> dict:
     return out
 
 
-def is_figure(v: Any) -> bool:
-    """A figure is a table with a ``value`` (and its ``source``)."""
-    return isinstance(v, Mapping) and "value" in v
-
-
 def unwrap(table: Mapping, path: str, sources: Sources, file: str) -> dict:
-    """Replace every figure table by its value, recording ``path -> source`` in ``sources``."""
-    out = {}
-    for k, v in table.items():
-        p = f"{path}.{k}" if path else k
-        if is_figure(v):
-            extra = set(v) - {"value", "source", "note", "unit"}
-            if extra:
-                raise HardwareFileError(f"{file}: figure {p} has unknown keys {sorted(extra)}",
-                                        rule="hardware-file-figure",
-                                        limit="value, source, note, unit", value=sorted(extra))
-            if "source" not in v or not str(v["source"]).strip():
-                raise HardwareFileError(f"{file}: figure {p} has no source",
-                                        rule="hardware-file-source",
-                                        hint="every figure needs source = \"TAG\" (see sources.toml)")
-            sources[p] = str(v["source"]) + (f" — {v['note']}" if v.get("note") else "")
-            out[k] = v["value"]
-        elif isinstance(v, Mapping):
-            out[k] = unwrap(v, p, sources, file)
-        else:
-            out[k] = v
+    """Replace every figure table by its value, recording ``path -> source`` (with its note) in ``sources``."""
+    prov: Dict[str, Figure] = {}
+    out = unwrap_figures(table, path, file, prov)
+    sources.update({p: f.describe() for p, f in prov.items()})
     return out
 
 
@@ -237,3 +196,6 @@ def _mark_inherited(table: Mapping, base: str) -> dict:
             v = _mark_inherited(v, base)
         out[k] = v
     return out
+
+
+__all__ = ["DATA_DIR", "build", "deep_merge", "is_figure", "load_merged", "read_toml", "resolve_bases", "unwrap"]

@@ -318,6 +318,7 @@ class ChipSpec:
     cc_cores: int = 0
     dma_bandwidth_bytes_per_s: float = 0.0
     peak_flops: PeakFlops = field(default_factory=PeakFlops)
+    tdp_watts: float = 0.0  # running power for energy estimates (0: no figure)
     # what /sys/devices/virtual/dmi/id/product_name reads under ``trnsim exec`` when this chip
     # is simulated ('' = the target name)
     dmi_product_name: str = ""

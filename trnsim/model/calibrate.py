@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from .datafiles import DATA_DIR, load
+from .datafiles import DATA_DIR, load, reload
 from .efficiency import CLASSES, KINDS
 
 EFF_MIN = 0.02          # choice: below 2% of the roofline a factor would hide a modelling error, not a gap
@@ -174,7 +174,7 @@ def write(factors: Mapping[str, float], results: List[RowResult], target: str = 
     path = os.path.join(DATA_DIR, "calibration.toml")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    load.cache_clear()
+    reload()
     return path
 
 

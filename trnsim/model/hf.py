@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from .config import ModelConfig, ModelConfigError, validate
+from .spec import ModelConfig, ModelConfigError, validate
 
 from .hf_families import NEW_FAMILIES, UNMODELLED, from_new_family
 

@@ -27,7 +27,7 @@ UNMODELLED = {
 
 def from_new_family(d: Dict[str, Any], mt: str, name: str, origin: str, get: Callable):
     """ModelConfig of one of NEW_FAMILIES (``get`` reads and type-checks one key, as hf._get does)."""
-    from .config import ModelConfig, ModelConfigError, validate
+    from .spec import ModelConfig, ModelConfigError, validate
     if mt in ("llama4", "qwen3_5", "qwen3_5_moe"):
         # the multimodal checkpoints nest the language model's keys under text_config
         t = d.get("text_config")

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Mapping, Optional, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
@@ -70,6 +71,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     served by one replica of tp x pp (x ep) ranks of any system (a Trainium instance or UltraServer, a GPU
     system); with ``rate``, continuous batching of a request mix."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, ep=ep, batch=batch, input_len=input_len, output_len=output_len,
+                 rate=rate, requests=requests, max_batch=max_batch, seed=seed)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,
                        training=False)
     cfg, system = ctx.cfg, ctx.system
@@ -106,7 +109,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     if rate:
         from .serving import simulate_serving
         serving = simulate_serving(ctx, par, rate, input_dist or str(input_len), output_dist or str(output_len),
-                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed)
+                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed,
+                                   step_seconds=step_seconds)
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(f"collectives timed by {ctx.comm_name}")
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")

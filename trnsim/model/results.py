@@ -6,6 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 
+def _html_figures(title: str, rows) -> str:
+    """A small HTML table of (figure, value) rows: what a notebook shows for an estimate."""
+    import html
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table><caption>{html.escape(title)}</caption><tbody>{body}</tbody></table>"
+
+
 def _plain(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return v.to_dict() if hasattr(v, "to_dict") else dataclasses.asdict(v)
@@ -48,6 +55,14 @@ class TrainingEstimate:
     notes: Tuple[str, ...] = ()
     # per collective kind over the step: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        p = self.parallel
+        return _html_figures(f"training {self.model} on {self.nodes} x {self.instance} (tp={p.get('tp')} "
+                             f"pp={p.get('pp')} dp={p.get('dp')})",
+                             [("step time", f"{self.step_time_s:.4g} s"), ("tokens/s", f"{self.tokens_per_s:,.0f}"),
+                              ("MFU", f"{self.mfu:.1%}"), ("memory per rank", f"{self.memory_per_core_gib:.2f} GiB")]
+                             + [(k, f"{v:.4g} s") for k, v in self.breakdown.items()])
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""
@@ -104,6 +119,14 @@ class InferenceEstimate:
     notes: Tuple[str, ...] = field(default_factory=tuple)
     # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        return _html_figures(f"inference {self.model} on {self.instance} (tp={self.parallel.get('tp')}, batch "
+                             f"{self.batch}, {self.input_len} in / {self.output_len} out)",
+                             [("TTFT", f"{self.ttft_ms:.4g} ms"), ("TPOT", f"{self.tpot_ms:.4g} ms"),
+                              ("output tokens/s", f"{self.output_tokens_per_s:,.1f}"),
+                              ("memory per rank", f"{self.memory_per_core_gib:.2f} GiB")]
+                             + [(k, f"{v:.4g}") for k, v in self.breakdown.items()])
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""

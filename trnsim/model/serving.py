@@ -25,7 +25,7 @@ def parse_dist(spec: str, name: str) -> Callable[[np.random.Generator], int]:
     try:
         if s.startswith("exp:"):
             mean = float(s[4:])
-            if mean <= 0:
+            if not 0 < mean < float("inf"):  # NaN fails both comparisons
                 raise ValueError
             return lambda rng: max(1, int(round(rng.exponential(mean))))
         if ":" in s:
@@ -61,9 +61,9 @@ class _Grid:
 
 
 def simulate_serving(ctx: Context, par: Parallel, rate: float, input_dist: str, output_dist: str,
-                     requests: int, max_batch: int, seed: int = 0) -> ServingEstimate:
-    """Simulate ``requests`` arrivals at ``rate`` per second; return throughput and latency percentiles."""
-    from .infer import step_seconds
+                     requests: int, max_batch: int, seed: int = 0, *, step_seconds: Callable) -> ServingEstimate:
+    """Simulate ``requests`` arrivals at ``rate`` per second; return throughput and latency percentiles.
+    ``step_seconds(ctx, par, batch, q, kv, decode)`` is the estimator's forward pass (``infer.step_seconds``)."""
     if rate <= 0 or requests < 1 or max_batch < 1:
         raise ConfigError("rate, requests and max batch must be positive", rule="serving", limit="> 0",
                           value=min(rate, requests, max_batch))

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
+from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
@@ -156,24 +157,27 @@ def _framework_settings(fw, par: Parallel, sp, zero, recompute):
 
 def estimate_training(model: Union[str, ModelConfig], instance: Union[str, SystemModel] = "trn1.32xlarge",
                       nodes: int = 1,
-                      tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1, vp: int = 1,
+                      tp: int = 1, pp: int = 1, dp: Optional[int] = None, cp: int = 1, ep: int = 1, vp: int = 1,
                       sp: Optional[bool] = None, zero: Optional[int] = None, lnc: Optional[int] = None,
-                      seq: int = 2048, global_batch: int = 0, micro_batch: int = 1, recompute: Optional[str] = None,
+                      seq: int = 2048, global_batch: Optional[int] = None, micro_batch: int = 1,
+                      recompute: Optional[str] = None,
                       precision: str = "bf16", sparsity: Optional[str] = None, costs: Optional[OpCosts] = None,
                       comm=None, hardware_file: Optional[str] = None, overrides: Optional[Mapping] = None,
                       efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True,
                       framework: Optional[str] = None, lora_rank: Optional[int] = None,
                       lora_targets: Union[None, str, Sequence[str]] = None) -> TrainingEstimate:
-    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``,
+    """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``
     (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``), laid out as
     ``framework`` lays it out (NeuronX Distributed by default on Trainium, Megatron on GPUs: ZeRO-1, sequence parallel,
     selective recompute, each switchable). ``lora_rank`` > 0: LoRA fine-tuning of a frozen base model."""
     t0 = time.perf_counter()
+    check_params(nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero, seq=seq,
+                 global_batch=global_batch, micro_batch=micro_batch)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     fw = get_framework(framework, gpu=system.rank_name != "NeuronCore", overrides=overrides)
     lora = make_lora(lora_rank, lora_targets)
-    base = resolve(Parallel(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sp=False, zero=0), cfg, system)
+    base = resolve(Parallel(tp=tp, pp=pp, dp=dp or 0, cp=cp, ep=ep, vp=vp, sp=False, zero=0), cfg, system)
     zero, sp, recompute, chosen = _framework_settings(fw, base, sp, zero, recompute)
     if sp and seq % (base.tp * base.cp) and not chosen["sp"]:
         sp = False     # the framework's default does not apply to this sequence length

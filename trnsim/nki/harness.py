@@ -21,6 +21,7 @@ from ..source import SourceLoc, describe, is_internal, strip_internal_frames, us
 from .core import dtypes as dt
 from .core import fastforward, fastpath, races
 from .core.context import KernelContext, maybe_current, running
+from .host_inputs import storage_array as _storage_array, zero_broadcast as _zero_broadcast
 from .core.memory import CopySpillRerun
 from .core.conventions import Conventions, conventions
 from .core.storage import Storage
@@ -155,30 +156,6 @@ class _Inputs:
                 import torch
                 with torch.no_grad():
                     orig.copy_(_to_torch(np.array(vals)).reshape(orig.shape))
-
-
-def _storage_array(arr: np.ndarray, sd: np.dtype) -> np.ndarray:
-    """``arr`` as a C-contiguous array of storage dtype ``sd`` (a copy only where needed)."""
-    data = np.ascontiguousarray(arr)
-    if data.dtype != sd:
-        if data.dtype.kind == "f" or data.dtype in dt.LOW_PRECISION_FLOATS:
-            data = data.astype(np.float32).astype(sd) if sd != np.float32 else data.astype(sd)
-        else:
-            data = data.astype(sd)
-    return data
-
-
-def _zero_broadcast(arr: np.ndarray, sd: np.dtype) -> Optional[np.ndarray]:
-    """A zero-filled byte buffer for ``arr`` when it is one all-zero-bytes value repeated with
-    stride 0 in every dim (``np.broadcast_to(np.zeros((), dt), shape)``: the timing-only inputs of
-    the op-cost build); None otherwise.  ``np.zeros`` maps its pages lazily, so a timing-only run
-    that never reads an input never touches its bytes."""
-    if arr.ndim == 0 or arr.size <= 1 or any(arr.strides):
-        return None
-    one = _storage_array(arr.reshape(-1)[:1], sd)
-    if one.view(np.uint8).any():
-        return None
-    return np.zeros(arr.size * sd.itemsize, np.uint8)
 
 
 def _mutable_params(fn: Callable) -> set:

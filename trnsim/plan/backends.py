@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, List, Optional, Sequence
 
+from ..lifetime import die_with_parent, install_signal_handlers, kill_processes, on_exit
 from .errors import PlanError
 from .evaluate import Evaluated, Job, evaluate_batch
 from .rules import Config
@@ -70,14 +71,19 @@ def _executor(workers: int) -> ProcessPoolExecutor:
         for old in _POOL.values():
             old.shutdown(wait=False, cancel_futures=True)
         _POOL.clear()
+        # every worker dies with this process, even when it is killed with SIGKILL
         pool = _POOL[workers] = ProcessPoolExecutor(max_workers=workers,
-                                                    mp_context=multiprocessing.get_context(method))
+                                                    mp_context=multiprocessing.get_context(method),
+                                                    initializer=die_with_parent, initargs=(os.getpid(),))
     return pool
 
 
-def shutdown_pool() -> None:
-    """Stop the kept process pool (a later plan starts a new one)."""
+def shutdown_pool(kill: bool = False) -> None:
+    """Stop the kept process pool (a later plan starts a new one); ``kill``: at once, without waiting
+    for the batches in flight (an interrupted or failed plan)."""
     for pool in _POOL.values():
+        if kill:
+            kill_processes((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=True, cancel_futures=True)
     _POOL.clear()
 
@@ -98,11 +104,11 @@ def _pool(job: Job, batches, workers: int, progress, total: int) -> List[List[Ev
             if progress:
                 progress(done, total, "estimating")
     except BrokenProcessPool:
-        shutdown_pool()   # a worker died (killed, out of memory): the next plan starts a fresh pool
+        shutdown_pool(kill=True)   # a worker died (killed, out of memory): the next plan starts a fresh pool
         raise PlanError("a planner worker process died", rule="plan-backend", value=workers,
                         hint="retry with fewer --workers, or --workers 1") from None
     except BaseException:
-        shutdown_pool()   # interrupted: do not leave queued batches running
+        shutdown_pool(kill=True)   # interrupted: do not leave queued or running batches behind
         raise
     shutdown_pool()
     return out  # type: ignore[return-value]
@@ -136,6 +142,10 @@ def ray_init(workers: int):
             raise PlanError(f"cannot start or reach Ray ({type(e).__name__}: {e})", rule="plan-backend",
                             value=address or "local", hint="unset RAY_ADDRESS for a local Ray, or start the "
                             "cluster with `ray start --head`") from None
+        # Ray's fatal-signal handlers print a C++ stack on SIGTERM: ours end the run with one line, and
+        # the Ray this run started (or joined) is shut down however the run ends
+        install_signal_handlers()
+        on_exit(ray.shutdown)
     return ray
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..outputs import atomic_path, check_target
 from .errors import PlanError
 from .result import PlanResult
 
@@ -16,6 +17,7 @@ def check_parquet_target(path: str) -> None:
     if not os.path.isdir(folder) or os.path.isdir(path):
         raise PlanError(f"cannot write {path}: {'it is a folder' if os.path.isdir(path) else 'no such folder'}",
                         rule="parquet", limit="a file path in an existing folder", value=path)
+    check_target(path, "--out")  # a device or FIFO is refused, never handed to pyarrow
 
 
 def _pyarrow(path: str):
@@ -37,7 +39,8 @@ def write_parquet(result: PlanResult, path: str) -> int:
             b"trnsim.objective": result.objective.encode()}
     table = table.replace_schema_metadata(meta)
     try:
-        pq.write_table(table, path)
+        with atomic_path(path, "--out") as tmp:
+            pq.write_table(table, tmp)
     except OSError as e:
         raise PlanError(f"cannot write {path}: {e}", rule="parquet", value=path) from None
     return len(recs)

@@ -8,6 +8,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..checks import check_params
 from ..model.config import ModelConfig, load_model
 from ..model.context import make_context
 from ..model.parallel import make_system
@@ -98,6 +99,7 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     ``objective`` (time: s/step; cost: USD/step from ``price``; energy: J/step from ``power``); ``framework``
     lays memory out as that framework does, ``lora_rank`` searches a LoRA fine-tune of the frozen model."""
     t0 = time.perf_counter()
+    check_params(count=count, seq=seq, global_batch=global_batch, top=top, workers=workers)
     counts = _counts(count)
     seq = _positive("seq", seq)
     global_batch = _positive("global batch", global_batch)

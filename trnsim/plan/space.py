@@ -2,32 +2,24 @@
 overridable per call; ``grids()`` turns it into concrete value lists for one model on one system."""
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-try:  # Python 3.11+
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml  # type: ignore
-
+from ..hardware.figures import lookup, read_package_toml
 from .errors import PlanError
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "space.toml")
 RECOMPUTE = ("none", "selective", "full")
 
 
-@functools.lru_cache(maxsize=1)
 def _raw() -> dict:
-    with open(DATA, "rb") as f:
-        return _toml.load(f)
+    return read_package_toml(DATA)
 
 
 def figure(section: str, key: str) -> Any:
     """A value of the space file (``section.key``), without its source."""
-    node = _raw()[section][key]
-    return node["value"] if isinstance(node, Mapping) and "value" in node else node
+    return lookup(_raw(), f"{section}.{key}", "space.toml")
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ trace, an HTML report and a JSON summary) in the working directory.  NEFF/NTFF f
 of the Neuron compiler and runtime and are not produced."""
 from __future__ import annotations
 
-import json
 import os
 
+from ..outputs import atomic_output, dumps_strict
 from ..timing import estimate_run
 from .html import write_html
 from .perfetto import write_perfetto
@@ -25,6 +25,6 @@ def write_profile_artifacts(run, working_directory: str, opts: dict) -> dict:
     write_perfetto(est, paths["perfetto"])
     write_html(est, paths["html"])
     os.makedirs(os.path.dirname(paths["summary"]), exist_ok=True)
-    with open(paths["summary"], "w") as f:
-        json.dump(est.summary(), f, indent=2, default=str)
+    with atomic_output(paths["summary"]) as f:
+        f.write(dumps_strict(est.summary(), default=str, indent=2))
     return paths

@@ -19,7 +19,7 @@ def load_run(path: str, target: Optional[str] = None, where: str = "") -> dict:
     except FileNotFoundError:
         raise ConfigError(f"no such file: {path}", rule="input-file", value=path,
                           where=where or path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as e:
         raise ConfigError(f"{path} is not a JSON file ({e.__class__.__name__})",
                           rule="input-format", limit="the output of trnsim kernel --json / --save",
                           value=path, where=where or path) from None
@@ -35,15 +35,31 @@ def pick_run(doc, target: Optional[str] = None, where: str = "") -> dict:
                               limit=sorted(runs), value=None, where=where,
                               hint="add --target NAME")
         if target not in runs:
+            from ..checks import did_you_mean
             raise ConfigError(f"target {target!r} is not in the file", rule="diff-target",
-                              limit=sorted(runs), value=target, where=where)
+                              limit=sorted(runs), value=target, where=where, hint=did_you_mean(target, runs))
         run = runs[target]
         doc = {**run.get("summary", {}), "profile": run.get("profile")}
+    elif target is not None and isinstance(doc, dict) and doc.get("target") not in (None, target,
+                                                                                 _canonical(target)):
+        # a single-run file: --target must name its target, never be ignored
+        raise ConfigError(f"the file holds one run, on {doc.get('target')}, not on {target}", rule="diff-target",
+                          limit=[doc.get("target")], value=target, where=where,
+                          hint="leave --target out for a single-run file")
     if not isinstance(doc, dict) or any(k not in doc for k in _NEEDED):
         raise ConfigError("not a saved trnsim run", rule="input-format",
                           limit="a JSON object with " + ", ".join(_NEEDED), value=type(doc).__name__,
                           where=where, hint="save one with trnsim kernel ... --save FILE.json")
     return doc
+
+
+def _canonical(target: str) -> str:
+    from ..errors import TrnsimError
+    from ..options import canonical_target
+    try:
+        return canonical_target(target)
+    except TrnsimError:
+        return target
 
 
 def _pair(a: float, b: float) -> dict:

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..outputs import write_text
 from ..ir.engines import ENGINE_CODE
 from ..timing.estimate import Estimate
 from .events import (TRACK_ORDER, _detail, analyses, dma_columns, engine_display,
@@ -216,5 +217,4 @@ def render_html(est: Estimate, title: str = "", analysis: Any = None,
 def write_html(est: Estimate, path: str, title: str = "", analysis: Any = None,
                summary: Optional[dict] = None) -> None:
     """Write ``render_html`` to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(est, title, analysis, summary))
+    write_text(path, render_html(est, title, analysis, summary))

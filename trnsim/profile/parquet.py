@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List
 
+from ..outputs import atomic_path
 from ..errors import ConfigError
 from ..ir.dtypes import width as _width
 from ..timing.estimate import Estimate
@@ -120,6 +121,7 @@ def write_parquet(est: Estimate, directory: str) -> List[str]:
     out = []
     for name, cols in tables(est).items():
         path = os.path.join(directory, f"{name}.parquet")
-        pq.write_table(pa.table(cols), path)
+        with atomic_path(path) as tmp:
+            pq.write_table(pa.table(cols), tmp)
         out.append(path)
     return out

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from ..outputs import atomic_output, dumps_strict
 from ..ir.engines import ENGINE_ORDER
 from ..timing.estimate import Estimate
 from .events import (TRACK_ORDER, TRACK_NAME, _detail, _src, analyses, dma_args, dma_columns,
@@ -247,7 +248,7 @@ def write_perfetto(est: Estimate, path: str, max_instructions: Optional[int] = N
     """Stream the document to ``path`` (the first ``max_instructions`` of each core; 0: all);
     ``analysis`` and ``summary`` as for ``trace_events``."""
     limit = _limit(est, max_instructions)
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_output(path) as f:
         f.write('{"traceEvents":[')
         sep = ""
         buf: List[str] = []
@@ -260,5 +261,5 @@ def write_perfetto(est: Estimate, path: str, max_instructions: Optional[int] = N
         if buf:
             f.write(sep + ",".join(buf))
         f.write('],"displayTimeUnit":"ns","otherData":')
-        f.write(json.dumps(_other(est, limit, summary), separators=(",", ":"), default=str))
+        f.write(dumps_strict(_other(est, limit, summary), separators=(",", ":"), default=str))
         f.write("}")

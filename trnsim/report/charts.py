@@ -10,8 +10,8 @@ from typing import List, Optional, Sequence, Tuple
 
 @dataclass(frozen=True)
 class Chart:
-    """A chart spec: ``kind`` scatter (labelled points + a frontier line), bar, stacked (bars of parts) or
-    range (a low-high bar with a base marker per category)."""
+    """A chart spec: ``kind`` scatter (labelled points + a frontier line), line (a series against x), bar,
+    stacked (bars of parts) or range (a low-high bar with a base marker per category)."""
     id: str
     title: str
     kind: str
@@ -55,6 +55,9 @@ def _plotly(c: Chart) -> str:
             fx, fy = zip(*c.frontier)
             fig.add_trace(go.Scatter(x=list(fx), y=list(fy), mode="lines", name="Pareto frontier",
                                      line=dict(dash="dash")))
+    elif c.kind == "line":
+        for name, vals in c.series:
+            fig.add_trace(go.Scatter(x=list(c.x), y=list(vals), mode="lines+markers", name=name))
     elif c.kind in ("bar", "stacked"):
         for name, vals in c.series:
             fig.add_trace(go.Bar(x=list(c.x), y=list(vals), name=name))
@@ -89,6 +92,9 @@ def _matplotlib(c: Chart) -> str:
             fx, fy = zip(*c.frontier)
             ax.plot(fx, fy, linestyle="--", label="Pareto frontier")
             ax.legend()
+    elif c.kind == "line":
+        for name, vals in c.series:
+            ax.plot(c.x, vals, marker="o", label=name)
     elif c.kind in ("bar", "stacked"):
         pos = list(range(len(c.x)))
         bottom = [0.0] * len(c.x)

@@ -4,17 +4,14 @@ from __future__ import annotations
 import csv
 from typing import Dict, List, Optional
 
-from ..errors import ConfigError
+from ..outputs import atomic_output
 from .html import page
 from .tables import all_tables, csv_rows, markdown
 
 
 def _write(path: str, text: str) -> str:
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror}", rule="output-file", value=path) from None
+    with atomic_output(path, newline="") as f:
+        f.write(text)
     return path
 
 
@@ -42,11 +39,8 @@ def write_markdown(d: Dict, path: str, title: str = "trnsim compare",
 def write_csv(d: Dict, path: str) -> str:
     """Write one CSV row per system with raw numbers; returns the path."""
     cols, rows = csv_rows(d)
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(cols)
-            w.writerows(rows)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror}", rule="output-file", value=path) from None
+    with atomic_output(path, newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerows(rows)
     return path

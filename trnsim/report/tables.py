@@ -55,7 +55,8 @@ def systems_table(d: Dict) -> Table:
     rows = []
     for s in d["systems"]:
         pp = s.get("price_performance")
-        head = [s["system"] + (" (baseline)" if s["system"] == d["baseline"] else ""), _cfg(s["config"]),
+        flag = " (!) " + "; ".join(d["warnings"][s["system"]]) if s["system"] in (d.get("warnings") or {}) else ""
+        head = [s["system"] + (" (baseline)" if s["system"] == d["baseline"] else "") + flag, _cfg(s["config"]),
                 str(s["instances"])]
         if train:
             mid = [duration(s["time_s"]), duration(s["time_to_result_s"])]

@@ -338,8 +338,12 @@ class CostModel:
         d = self.t.dma
         cls = _cost_class(ins)
         if cls == "collective":  # rank-to-rank traffic: link figures, not DMA-queue rates
-            from .collectives import collective_cost
-            return collective_cost(self, ins)
+            from .collectives import collective_transfer
+            nbytes = int(ins.attr("bytes", 0) or 0)
+            rate, fixed_ns, eff = collective_transfer(self.chip.key, getattr(self, "hardware_file", None),
+                                                      ins.opcode, nbytes, int(ins.attr("ranks", 1) or 1),
+                                                      int(ins.attr("chips", 1) or 1))
+            return DmaCost(nbytes, 0, 1, rate, fixed_ns, float(nbytes), eff)
         transpose_class = cls == "dma_transpose"
         w = ins.writes[0] if ins.writes else None
         r = ins.reads[0] if ins.reads else None

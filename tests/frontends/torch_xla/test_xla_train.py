@@ -100,3 +100,13 @@ def test_step_time_matches_the_model_level_estimator(in_process):
     ctx = make_context("llama-3-8b", "trn1.32xlarge")
     opt = optimizer_graph(params, 34.0).time(ctx.costing.seconds)  # 34 B/param: estimator.toml's AdamW
     assert est.step_s == pytest.approx(model.total_s + opt, rel=0.10)
+
+
+def test_item_between_steps_is_not_a_step(run_exec):
+    """A `loss.item()` read between two cuts runs nothing on the device: 4 training steps stay 4 steps,
+    and the steady step is the training graph (a positive time and MFU), not an empty graph."""
+    p, s = run_exec([sys.executable, GPT], env={"GPT_STEPS": "4", "GPT_DIM": "64", "GPT_MARK_AFTER_ITEM": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert s["steps"] == 4 and s["graphs_distinct"] == 2
+    assert s["steady_step_s"] > 0 and 0 < s["mfu"] < 1
+    assert all(g["ops"] > 1 for g in s["graphs"])

@@ -2,7 +2,7 @@
 import pytest
 
 from trnsim.errors import ConfigError, HardwareFileError
-from trnsim.model.gpu.systems import GPU_FILE, load_gpu_catalog
+from trnsim.hardware.gpus import GPU_FILE, load_gpu_catalog
 
 SYSTEMS = ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge",
            "gb300-nvl72")

@@ -7,6 +7,7 @@ import html
 import math
 from typing import Dict, List
 
+from ...outputs import write_text
 from .console import fmt_s
 from .summary import steady_graph
 
@@ -89,5 +90,4 @@ def render_report(session, s: Dict) -> str:
 
 def write_report(session, s: Dict, path: str) -> None:
     """Write the HTML report."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_report(session, s))
+    write_text(path, render_report(session, s))

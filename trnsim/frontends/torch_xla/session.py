@@ -37,6 +37,14 @@ class GraphInfo:
     uses: int = 0
 
 
+def does_device_work(calls: List[Call]) -> bool:
+    """True when a cut holds something the device would run: an op with FLOPs or bytes, a collective, or
+    an op with no Trainium lowering (reported); views and scalar reads (``aten::_local_scalar_dense``) alone
+    are not a graph."""
+    g = graph_ops(calls)
+    return bool(g.collectives or g.unlowered or any(it.op.flops > 0 or it.op.bytes > 0 for it in g.items))
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One executed graph (one ``mark_step``)."""
@@ -88,6 +96,10 @@ class Session:
             return None
         rec.enabled = False
         try:
+            if not does_device_work(calls):
+                # only host reads since the last cut (a `loss.item()` between steps, a print): no graph runs
+                # on the device, so it is no step of its own; its CPU time stays with the next step
+                return None
             r = self._account(calls, cpu)
         finally:
             rec.enabled = True
@@ -131,9 +143,8 @@ class Session:
         s = summarize(self)
         print_summary(s, sys.stderr)
         if self.json_path:
-            import json
-            with open(self.json_path, "w", encoding="utf-8") as f:
-                json.dump(s, f, indent=2, default=str)
+            from ...outputs import dumps_strict, write_text
+            write_text(self.json_path, dumps_strict(s, default=str, indent=2))
         if self.report:
             from .report_html import write_report
             write_report(self, s, self.report)

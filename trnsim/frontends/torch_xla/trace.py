@@ -3,9 +3,9 @@
 FLOPs, HBM bytes and user line; counters for TensorE utilization and HBM traffic."""
 from __future__ import annotations
 
-import json
 from typing import Dict, List
 
+from ...outputs import dumps_strict, write_text
 from .summary import steady_graph
 
 _TRACKS = {"matmul": 1, "attention": 1, "collective": 3}   # everything else: track 2
@@ -42,5 +42,4 @@ def trace_events(session) -> Dict:
 
 def write_trace(session, path: str) -> None:
     """Write the trace for ui.perfetto.dev."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(trace_events(session), f)
+    write_text(path, dumps_strict(trace_events(session), default=str))

@@ -1,5 +1,6 @@
-"""GPU systems as data and the GPU op-cost model (roofline with calibrated efficiency factors)."""
+"""GPU systems in the model layer: ``GpuSystem`` (the system protocol over the catalog's GPU systems) and the
+GPU op-cost model (roofline with calibrated efficiency factors)."""
 from .costs import GpuOpCosts
-from .systems import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
+from .system import GpuSystem, gpu_system
 
-__all__ = ["GpuOpCosts", "GpuCatalog", "GpuSpec", "GpuSystemSpec", "load_gpu_catalog"]
+__all__ = ["GpuOpCosts", "GpuSystem", "gpu_system"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
 from ...errors import HardwareFileError
-from .datafile import read_toml_file, unwrap_figures
-from .systems import GpuCatalog, load_gpu_catalog
+from ...hardware.figures import read_toml, unwrap_figures
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
@@ -76,8 +76,8 @@ def train_flops_per_token(d: TransformerDims, seq: int, causal: bool = True) -> 
 def load_models(path: Optional[str] = None) -> Dict[str, TransformerDims]:
     """Architectures of the calibration models (data/calibration_models.toml)."""
     p = path or os.path.join(DATA, "calibration_models.toml")
-    raw = read_toml_file(p)
-    vals = unwrap_figures(raw.get("models", {}), "models", p, {}, raw.get("tags", {}))
+    raw = read_toml(p, "data-file")
+    vals = unwrap_figures(raw.get("models", {}), "models", p, {}, raw.get("tags", {}), "data-file")
     out = {}
     for key, t in vals.items():
         try:
@@ -93,8 +93,8 @@ def load_models(path: Optional[str] = None) -> Dict[str, TransformerDims]:
 def load_runs(path: Optional[str] = None) -> List[CalibrationRun]:
     """The calibration runs (data/calibration_runs.toml), each citing its gpus.csv row id."""
     p = path or os.path.join(DATA, "calibration_runs.toml")
-    raw = read_toml_file(p)
-    vals = unwrap_figures(raw.get("runs", {}), "runs", p, {}, raw.get("tags", {}))
+    raw = read_toml(p, "data-file")
+    vals = unwrap_figures(raw.get("runs", {}), "runs", p, {}, raw.get("tags", {}), "data-file")
     runs = []
     for row, t in vals.items():
         try:

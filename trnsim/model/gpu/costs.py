@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 from ...errors import ConfigError
 from ..ops import OP_KINDS, Op, OpTime
 from .efficiency import MEMORY_KINDS, EfficiencyTable, load_efficiency
-from .systems import GpuCatalog, load_gpu_catalog
+from ...hardware.gpus import GpuCatalog, load_gpu_catalog
 
 # Storage bytes per element of the dtype names the estimator writes in Op.dtype (a fact of the format).
 ITEMSIZE = {

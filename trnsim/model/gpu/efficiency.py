@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, Mapping, Optional
 
 from ...errors import ConfigError, HardwareFileError
-from .datafile import Figure, read_toml_file, unwrap_figures
-from .systems import PRECISIONS
+from ...hardware.figures import Figure, read_toml, unwrap_figures
+from ...hardware.gpus import PRECISIONS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 EFFICIENCY_FILE = os.path.join(DATA, "efficiency.toml")
@@ -66,7 +66,7 @@ def _check_factor(name: str, v, allow_zero: bool = False) -> None:
 def parse_efficiency(raw: Mapping, file: str, gpu: Optional[str] = None) -> EfficiencyTable:
     """Validate ``efficiency.toml`` and return the table for ``gpu`` (its [overrides.<gpu>] merged)."""
     prov: Dict[str, Figure] = {}
-    vals = unwrap_figures(raw, "", file, prov)
+    vals = unwrap_figures(raw, "", file, prov, rule="data-file")
     for sect in ("matmul", "attention", "memory", "overhead", "passes"):
         if not isinstance(vals.get(sect), Mapping):
             raise HardwareFileError(f"{file}: missing [{sect}] table", rule="data-file-missing", value=sect)
@@ -109,7 +109,7 @@ def _file_factor(path: str, v, file: str) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _raw_cached(path: str, stamp: tuple) -> dict:
-    return read_toml_file(path)
+    return read_toml(path, "data-file")
 
 
 def _raw(path: str) -> dict:
@@ -131,7 +131,8 @@ def load_efficiency(gpu: Optional[str] = None, path: Optional[str] = None) -> Ef
 def estimator_figures(overrides: Optional[Mapping[str, float]] = None) -> dict:
     """``data/estimator.toml`` as ``{"training.error_band": value, ...}``, with ``overrides`` on top."""
     prov: dict = {}
-    raw = unwrap_figures(read_toml_file(ESTIMATOR_FILE, "gpu-estimator-file"), "", ESTIMATOR_FILE, prov)
+    raw = unwrap_figures(read_toml(ESTIMATOR_FILE, "gpu-estimator-file"), "", ESTIMATOR_FILE, prov,
+                         rule="data-file")
     flat = {f"{sect}.{k}": v for sect, t in raw.items() for k, v in t.items()}
     for k, v in (overrides or {}).items():
         if k not in flat:

@@ -62,7 +62,7 @@ def predict_rows(figures: Optional[Mapping[str, float]] = None) -> List[RowPredi
     out = []
     for r in load_runs():
         system = SYSTEM_OF_GPU[r.gpu]
-        from .systems import load_gpu_catalog
+        from ...hardware.gpus import load_gpu_catalog
         per = load_gpu_catalog().system(system).gpus
         e = best_step(r.model, system, max(1, r.gpus // per), r.seq, r.global_batch, r.precision, figures)
         if e is None:

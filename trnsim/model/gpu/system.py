@@ -12,7 +12,7 @@ from ..efficiency import Calibration
 from ..precision import Precision, PrecisionError
 from .costs import GpuOpCosts
 from .efficiency import estimator_figures, load_efficiency
-from .systems import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
+from ...hardware.gpus import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
 
 # trnsim precision names -> (the GPU's tensor rate, the dtype the op graph writes for matmuls)
 PRECISION_MAP = {"bf16": ("bf16", "bfloat16"), "fp8": ("fp8", "float8_e4m3"), "mxfp8": ("fp8", "float8_e4m3"),

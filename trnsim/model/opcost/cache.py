@@ -1,14 +1,21 @@
 """The on-disk cache of simulated kernel times: one SQLite file under the user's cache directory,
-safe with many concurrent writers (WAL journal, busy timeout, ``INSERT OR IGNORE``)."""
+safe with many concurrent writers (WAL journal, busy timeout, ``INSERT OR IGNORE``).
+
+Nothing read from it is trusted: a time that is not a finite number in (0, ``max_seconds``] is deleted
+and simulated again, and a file SQLite cannot read (garbage pages, not a database) is moved aside and
+rebuilt; both with a warning that names the file."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
+import warnings
 from typing import Dict, Iterable, Optional, Tuple
 
-from ...errors import ConfigError
+from ...checks import limits
+from ...errors import ConfigError, TrnsimWarning
 
 DB_NAME = "opcost.sqlite"
 BUSY_TIMEOUT_S = 60.0  # planner processes may all write at once; waiting beats failing
@@ -30,6 +37,29 @@ CREATE INDEX IF NOT EXISTS op_times_scope ON op_times(scope);
 """
 
 Row = Tuple[str, int, str, str, float]  # kernel, version, shape text, dtype, seconds
+
+
+class CacheWarning(TrnsimWarning):
+    """The op-cost cache held damaged rows or a damaged file; trnsim dropped or rebuilt them."""
+    rule = "opcost-cache"
+
+
+def max_seconds() -> float:
+    """The largest simulated time a cached row may hold (``[opcost_cache] max_seconds``)."""
+    return float(limits().get("opcost_cache", {}).get("max_seconds", 3600.0))
+
+
+def valid_seconds(v) -> bool:
+    """A cached time is usable: a finite real number in (0, max_seconds]."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+        and 0.0 < float(v) <= max_seconds()
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    """The file itself is damaged (as opposed to busy or locked by another process)."""
+    text = str(e).lower()
+    return not isinstance(e, sqlite3.OperationalError) or "malformed" in text or "not a database" in text \
+        or "corrupt" in text
 
 
 def default_cache_dir() -> str:
@@ -80,7 +110,14 @@ class CostCache:
             return self._conn
         try:
             os.makedirs(self.dir, exist_ok=True)
-            conn = _open_with_retry(self.path)
+            try:
+                conn = _open_with_retry(self.path)
+                conn.execute("SELECT COUNT(*) FROM op_times").fetchone()
+            except sqlite3.DatabaseError as e:
+                if not _corrupt(e):
+                    raise
+                self._rebuild(e)
+                conn = _open_with_retry(self.path)
         except (OSError, sqlite3.Error) as e:
             raise ConfigError(f"cannot open the op-cost cache {self.path}: {e}", rule="opcost-cache",
                               value=self.path,
@@ -88,31 +125,74 @@ class CostCache:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
+    def _rebuild(self, err: Exception) -> None:
+        """Move a damaged cache file aside (kept for a bug report) so a fresh one is built."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+        self._conn = None
+        aside = f"{self.path}.corrupt-{int(time.time())}"
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(self.path + suffix, aside + suffix)
+            except FileNotFoundError:
+                pass
+        warnings.warn(CacheWarning(f"the op-cost cache {self.path} could not be read ({err}); moved to {aside} "
+                                   "and rebuilt (its kernel times are simulated again)"), stacklevel=3)
+
+    def _query(self, sql: str, args: tuple = ()) -> list:
+        """Run one statement; a file found damaged mid-run is rebuilt and the statement run again."""
+        try:
+            return self._connect().execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as e:
+            if not _corrupt(e):
+                raise
+            self._rebuild(e)
+            return self._connect().execute(sql, args).fetchall()
+
+    def _drop(self, keys: list, why: str) -> None:
+        """Delete damaged rows (they are simulated again) and say so once, naming the file."""
+        for k in keys:
+            self._query("DELETE FROM op_times WHERE key = ?", (k,))
+        warnings.warn(CacheWarning(f"the op-cost cache {self.path} held {len(keys)} impossible kernel time(s) "
+                                   f"({why}); dropped, they are simulated again"), stacklevel=3)
+
     def rows(self, scope: str) -> Iterable[Row]:
-        """Every cached row of one scope (hardware + timing model + target)."""
-        cur = self._connect().execute(
-            "SELECT kernel, version, shape, dtype, seconds FROM op_times WHERE scope = ?", (scope,))
-        return cur.fetchall()
+        """Every valid cached row of one scope (hardware + timing model + target); damaged ones dropped."""
+        got = self._query("SELECT key, kernel, version, shape, dtype, seconds FROM op_times WHERE scope = ?",
+                          (scope,))
+        bad = [r[0] for r in got if not valid_seconds(r[5])]
+        if bad:
+            self._drop(bad, f"not a time in (0, {max_seconds():g}] s")
+        return [tuple(r[1:]) for r in got if valid_seconds(r[5])]
 
     def get(self, key: str) -> Optional[float]:
-        """The seconds stored under ``key``, or None."""
-        r = self._connect().execute("SELECT seconds FROM op_times WHERE key = ?", (key,)).fetchone()
-        return None if r is None else float(r[0])
+        """The seconds stored under ``key``, or None (also when the stored time is impossible)."""
+        r = self._query("SELECT seconds FROM op_times WHERE key = ?", (key,))
+        if not r:
+            return None
+        if not valid_seconds(r[0][0]):
+            self._drop([key], f"{r[0][0]!r} s")
+            return None
+        return float(r[0][0])
 
     def put(self, key: str, scope: str, kernel: str, version: int, shape: str, dtype: str,
             target: str, hw_hash: str, seconds: float, sim_wall_s: float = 0.0) -> None:
         """Insert one row; a row another process wrote first under the same key wins."""
-        self._connect().execute(
+        if not valid_seconds(seconds):
+            return  # never store a time a later read would refuse
+        self._query(
             "INSERT OR IGNORE INTO op_times VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (key, scope, kernel, int(version), shape, dtype, target, hw_hash, float(seconds),
              float(sim_wall_s), time.time()))
 
     def count(self, scope: Optional[str] = None) -> int:
         """Number of rows (of one scope, or all)."""
-        c = self._connect()
         if scope is None:
-            return c.execute("SELECT COUNT(*) FROM op_times").fetchone()[0]
-        return c.execute("SELECT COUNT(*) FROM op_times WHERE scope = ?", (scope,)).fetchone()[0]
+            return self._query("SELECT COUNT(*) FROM op_times")[0][0]
+        return self._query("SELECT COUNT(*) FROM op_times WHERE scope = ?", (scope,))[0][0]
 
     def close(self) -> None:
         """Close this process's connection (a later call reopens it)."""

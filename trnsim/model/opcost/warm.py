@@ -1,10 +1,12 @@
 """The cold cache build in several processes: workers run the timer, the parent writes the rows."""
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Dict, List, Tuple
 
+from ...lifetime import die_with_parent
 from .keys import row_key, shape_text
 
 
@@ -19,7 +21,7 @@ def warm_parallel(costs, todo: List[Tuple[str, Dict[str, int], str]], progress, 
     arrives; the biggest shapes go first so no worker is left with a long one at the end."""
     order = sorted(todo, key=lambda t: -_size(t[1]))
     done = 0
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         futs = {pool.submit(_run_one, costs.timer, k, s, d, costs.target, costs.hardware_file): (k, s, d)
                 for k, s, d in order}
         for fut in as_completed(futs):

@@ -1,4 +1,5 @@
-"""GPU systems as data: ``hardware/data/gpus.toml`` -> frozen ``GpuSpec`` / ``GpuSystemSpec`` with provenance.
+"""GPUs and GPU systems in the hardware catalog: ``data/gpus.toml`` -> frozen ``GpuSpec`` / ``GpuSystemSpec`` with
+provenance.
 
 The built-in file is reached through the hardware catalog, so a ``--hardware`` / ``TRNSIM_HARDWARE`` file
 with a ``[gpus]`` section overrides GPU figures exactly as it overrides Trainium ones.
@@ -10,10 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
-from ...errors import ConfigError, HardwareFileError
-from ...hardware.catalog import instance_name_key, load_catalog
-from ...hardware.loader import DATA_DIR, build
-from .datafile import Figure, read_toml_file, unwrap_figures
+from ..errors import ConfigError, HardwareFileError
+from .catalog import instance_name_key, load_catalog
+from .loader import DATA_DIR, build
+from .figures import Figure, read_toml, unwrap_figures
 
 GPU_FILE = os.path.join(DATA_DIR, "gpus.toml")
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -160,7 +161,7 @@ def _table(table, path: str, file: str, prov: Dict[str, Figure], tags) -> dict:
 @functools.lru_cache(maxsize=8)
 def _cached(path: Optional[str], user_file: Optional[str], stamp: tuple = ()) -> GpuCatalog:
     if path:
-        return parse_gpu_catalog(read_toml_file(path, "hardware-file"), path)
+        return parse_gpu_catalog(read_toml(path, "hardware-file"), path)
     raw = load_catalog(user_file).extra.get("gpus")
     if raw is None:
         raise HardwareFileError(f"no GPU data: {GPU_FILE} is missing", rule="hardware-file", value=GPU_FILE)

@@ -1,0 +1,132 @@
+"""The one check of user numbers: the command line and the Python API refuse the same values with the
+same error (rule, message, limit, value); zero counts are refused, never replaced by a default; NaN and
+infinity never reach a result; names chosen from a list suggest the nearest ones."""
+import json
+import math
+
+import pytest
+
+from trnsim.checks import check_value, did_you_mean, unknown_name
+from trnsim.cli.main import main
+from trnsim.errors import ConfigError
+from trnsim.model import estimate_inference, estimate_training
+
+
+def _cli_error(capsys, argv):
+    rc = main(argv + ["--json"])
+    out = capsys.readouterr().out
+    body = json.loads(out)  # strict JSON: json.loads refuses nothing here, the check below does
+    assert rc == 2, body
+    return body["error"]
+
+
+def _api_error(fn, **kw):
+    with pytest.raises(ConfigError) as e:
+        fn(**kw)
+    return e.value.as_dict()
+
+
+CASES = [
+    (["estimate", "train", "--model", "llama-3-8b", "--global-batch", "0"],
+     lambda: _api_error(estimate_training, model="llama-3-8b", global_batch=0)),
+    (["estimate", "train", "--model", "llama-3-8b", "--dp", "0"],
+     lambda: _api_error(estimate_training, model="llama-3-8b", dp=0)),
+    (["estimate", "infer", "--model", "llama-3-8b", "--rate", "1", "--max-batch", "0"],
+     lambda: _api_error(estimate_inference, model="llama-3-8b", rate=1.0, max_batch=0)),
+    (["estimate", "infer", "--model", "llama-3-8b", "--rate", "nan"],
+     lambda: _api_error(estimate_inference, model="llama-3-8b", rate=float("nan"))),
+    (["estimate", "infer", "--model", "llama-3-8b", "--rate", "inf"],
+     lambda: _api_error(estimate_inference, model="llama-3-8b", rate=math.inf)),
+    (["estimate", "infer", "--model", "llama-3-8b", "--rate", "1", "--requests", "1000000000"],
+     lambda: _api_error(estimate_inference, model="llama-3-8b", rate=1.0, requests=10**9)),
+    (["estimate", "infer", "--model", "llama-3-8b", "--seed", "-1"],
+     lambda: _api_error(estimate_inference, model="llama-3-8b", seed=-1)),
+    (["estimate", "train", "--model", "llama-3-8b", "--nodes", "1000000000"],
+     lambda: _api_error(estimate_training, model="llama-3-8b", nodes=10**9)),
+]
+
+
+@pytest.mark.parametrize("argv,api", CASES, ids=[" ".join(c[0][:2] + c[0][-2:]) for c in CASES])
+def test_cli_and_api_refuse_with_the_same_error(capsys, argv, api):
+    cli = _cli_error(capsys, argv)
+    py = api()
+    for k in ("rule", "message", "limit", "value"):
+        assert cli.get(k) == py.get(k), (k, cli, py)
+    assert cli["rule"] in ("option-value", "batch")
+
+
+def test_api_refuses_floats_and_bools_where_counts_are_meant():
+    for kw in (dict(nodes=2.0), dict(tp=True), dict(micro_batch="2")):
+        with pytest.raises(ConfigError) as e:
+            estimate_training("llama-3-8b", **kw)
+        assert "whole number" in e.value.message
+
+
+def test_nonfinite_values_are_text_in_the_error():
+    with pytest.raises(ConfigError) as e:
+        check_value("pue", float("nan"))
+    assert e.value.value == "nan"
+    json.dumps(e.value.as_dict(), allow_nan=False)  # no bare NaN in the error either
+
+
+def test_negative_egress_refused(capsys):
+    e = _cli_error(capsys, ["evaluate", "--example", "--egress-gb", "-5"])
+    assert e["rule"] == "option-value" and e["value"] == -5.0 and "negative" in e["message"]
+
+
+def test_nan_length_distribution_refused(capsys):
+    e = _cli_error(capsys, ["estimate", "infer", "--model", "llama-3-8b", "--rate", "1", "--input-dist",
+                            "exp:nan"])
+    assert e["rule"] == "length-distribution"
+
+
+def test_evaluate_file_and_example_conflict(capsys, tmp_path):
+    e = _cli_error(capsys, ["evaluate", str(tmp_path / "m.py") + ":M", "--example"])
+    assert e["rule"] == "evaluate-model" and "not both" in e["limit"]
+
+
+def test_hw_show_typo_is_refused_with_suggestion(capsys):
+    e = _cli_error(capsys, ["hw", "show", "trn2.48xlarg"])
+    assert e["rule"] == "hw-name" and e["hint"].startswith("did you mean trn2.48xlarge")
+
+
+def test_misspelt_price_refused(capsys):
+    e = _cli_error(capsys, ["compare", "--model", "llama-3-8b", "--tokens", "1e9", "--price", "trn2.48xlarg=1"])
+    assert e["rule"] == "price-system" and "trn2.48xlarge" in e["hint"]
+
+
+def test_misspelt_price_file_refused(capsys, tmp_path):
+    f = tmp_path / "p.csv"
+    f.write_text("system,usd_per_hour\ntrn1.32xlarg,3\n")
+    e = _cli_error(capsys, ["compare", "--model", "llama-3-8b", "--tokens", "1e9", "--prices", str(f)])
+    assert e["rule"] == "price-system" and "trn1.32xlarge" in e["hint"]
+
+
+def test_binary_price_file_is_a_user_error(capsys, tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_bytes(b"\x00\xff\xfe\x80")
+    e = _cli_error(capsys, ["compare", "--model", "llama-3-8b", "--tokens", "1e9", "--prices", str(f)])
+    assert e["rule"].startswith("price-file")
+
+
+def test_did_you_mean():
+    assert did_you_mean("trn2.48xlarg", ["trn1.32xlarge", "trn2.48xlarge", "p5.48xlarge"]).startswith(
+        "did you mean trn2.48xlarge")
+    assert did_you_mean("zzzz", ["trn1", "trn2"]) is None
+    e = unknown_name("system", "tr2", ["trn1", "trn2"], rule="x")
+    assert e.rule == "x" and e.hint in ("did you mean trn2, trn1?", "did you mean trn2?")
+
+
+def test_diff_target_is_honoured_or_refused(capsys, tmp_path):
+    run = {"kernel": "k", "target": "trn2", "latency_us": 1.0, "engines": {}}
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(run))
+    e = _cli_error(capsys, ["diff", str(a), str(a), "--target", "trn1"])
+    assert e["rule"] == "diff-target" and e["value"] == "trn1"
+
+
+def test_deeply_nested_json_is_a_user_error(capsys, tmp_path):
+    a = tmp_path / "a.json"
+    a.write_text("[" * 100000 + "]" * 100000)
+    e = _cli_error(capsys, ["diff", str(a), str(a)])
+    assert e["rule"] == "input-format"
