@@ -91,6 +91,13 @@ class _State:
         self.held = f("training.weight_bytes") + f("training.grad_bytes")
         self.shardable = f("training.master_weight_bytes") + f("training.optimizer_state_bytes")
         self.reserved = f("memory.reserved_bytes_per_core")
+        # the cheap floor and pre-check below use the historical layout (ZeRO-1 over dp, fp32 gradients, the
+        # estimator's reserve); another framework's layout or LoRA is left to the estimator's own check
+        from ..model.frameworks import get_framework
+        gpu = make_system(job.instance, 1, None, job.hardware_file).rank_name != "NeuronCore"
+        fw = get_framework(job.framework, gpu=gpu)
+        self.classic = (not job.lora_rank and fw.grad_bytes == f("training.grad_bytes") and not fw.main_grad_bytes
+                        and not fw.shard_over_cp and fw.reserve_bytes == self.reserved)
 
     def states_bytes(self, par: Parallel) -> float:
         """Weights, gradients, optimizer states and the runtime reserve of one core: a lower bound of
@@ -146,15 +153,13 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
     hbm, costs, comm = st.per(c.count, c.lnc)
     par = Parallel(tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, vp=c.vp, sp=c.sp, zero=c.zero)
     try:
-        # the floor counts every weight's gradients and optimizer states: not a floor for LoRA or another
-        # framework's layout, which the estimator's own memory check covers
-        floor = st.states_bytes(par) if not (job.lora_rank or job.framework) else 0.0
+        floor = st.states_bytes(par) if st.classic else 0.0
         if floor > hbm:   # rejected without the activation model; the figure is a lower bound, and says so
             return Evaluated(c, "memory-fit", f"weights, gradients and optimizer states alone need "
                              f"{floor / GIB:.1f} GiB per core, has {hbm / GIB:.1f} GiB",
                              memory_gib=floor / GIB, hbm_gib=hbm / GIB)
         mem = training_memory(st.cfg, par, c.micro_batch, job.seq, c.recompute, hbm, st.overrides) \
-            if not (job.lora_rank or job.framework) else None
+            if st.classic else None
         if mem is not None and not mem.fits:
             return Evaluated(c, "memory-fit", f"needs {mem.total / GIB:.1f} GiB per core, has {hbm / GIB:.1f} GiB",
                              memory_gib=mem.total / GIB, hbm_gib=hbm / GIB)
