@@ -149,6 +149,16 @@ def fit_bf16_scale(ids=("P294", "P301"), held=("P297", "P298")):
             "errors": {i: step(i, sc) / specs[i]["step_s"] - 1.0 for i in list(ids) + list(held)}}
 
 
+def load_before():
+    """The stored 'before' rows (a missing system, which the stored run counted as refused, is 'unavailable')."""
+    with open(BEFORE) as fh:
+        results = json.load(fh)["rows"]
+    for r in results:
+        if r["refused"] and "memory-fit" not in r["refused"] and "parallel" not in r["refused"]:
+            r["unavailable"], r["refused"] = r["refused"], None
+    return results
+
+
 def _order(results):
     """trn2 LoRA: tokens/s rises from seq 2048 to 4096 in the rows; does it in the estimate?"""
     specs = rows()
@@ -171,11 +181,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.before:
-        with open(BEFORE) as fh:
-            results = json.load(fh)["rows"]
-        for r in results:   # the stored run counted a missing system as a refusal
-            if r["refused"] and "memory-fit" not in r["refused"] and "parallel" not in r["refused"]:
-                r["unavailable"], r["refused"] = r["refused"], None
+        results = load_before()
     else:
         results = [predict(i, s) for i, s in rows().items()]
     out = {"before": args.before, "rows": results, "summary": summary(results), "order": _order(results)}
@@ -195,16 +201,31 @@ def main(argv=None):
     con = console()
     t = Table(title="Training rows: step time predicted vs published" + (" (before)" if args.before else ""),
               title_justify="left")
-    for c in ("row", "group", "system", "model", "published s", "predicted s", "error", "fixed s", "GiB/core", "note"):
+    before = {r["row"]: r for r in load_before()}
+
+    def was(rid):
+        b = before.get(rid)
+        if b is None:
+            return ""
+        return "refused" if b.get("refused") else (
+            "n/a" if b.get("predicted") is None else f"{b['error']:+.1%}")
+    for c in ("row", "group", "system", "model", "published s", "predicted s", "error", "before", "fixed s",
+              "GiB/core", "note"):
         t.add_column(c)
     for r in results:
         if r["refused"] or r.get("unavailable"):
             t.add_row(r["row"], r["group"], r["system"], r["model"], f"{r['published'] or 0:.2f}",
-                      "refused" if r["refused"] else "n/a", "", "", "", (r["refused"] or r["unavailable"])[:110])
+                      "refused" if r["refused"] else "n/a", "", was(r["row"]), "", "",
+                      (r["refused"] or r["unavailable"])[:110])
         else:
             t.add_row(r["row"], r["group"], r["system"], r["model"], f"{r['published']:.3f}", f"{r['predicted']:.3f}",
-                      f"{r['error']:+.1%}", f"{r['fixed_s']:.2f}", f"{r['memory_gib']:.1f}", "")
+                      f"{r['error']:+.1%}", was(r["row"]), f"{r['fixed_s']:.2f}", f"{r['memory_gib']:.1f}", "")
     con.print(t)
+    if not args.before:
+        for g, s in summary(list(before.values())).items():
+            med = "n/a" if s["median_abs_error"] is None else f"{s['median_abs_error']:.1%}"
+            con.print(f"before: {g}: {s['rows']} rows, {s['refused']} refused, median |error| {med} (of the rows "
+                      "estimated)")
     for g, s in out["summary"].items():
         med = "n/a" if s["median_abs_error"] is None else f"{s['median_abs_error']:.1%}"
         con.print(f"{g}: {s['rows']} rows, {s['refused']} refused, {s['unavailable']} without a system in the "
