@@ -15,7 +15,6 @@ import argparse
 import csv
 import inspect
 import json
-import math
 import os
 import statistics
 import sys
@@ -86,8 +85,12 @@ class Engine:
         return self.est(max(1, int(round(batch))), ctx, 1).tpot_ms / 1e3
 
     def prefill_s(self, batch: int, inp: int) -> float:
-        """Prefill of ``batch`` prompts of ``inp`` tokens."""
-        return self.est(batch, inp, 1).ttft_ms / 1e3
+        """Prefill of ``batch`` prompts of ``inp`` tokens on the GPUs (without the per-request server path)."""
+        return self.est(batch, inp, 1).ttft_ms / 1e3 - self.fw("request_overhead_s", 0.0)
+
+    def ttft_s(self, inp: int) -> float:
+        """TTFT of one request through the server (the framework's per-request cost included)."""
+        return self.prefill_s(1, inp) + self.fw("request_overhead_s", 0.0)
 
     def fw(self, key: str, default: float) -> float:
         """A framework figure from the estimate's serving notes, else the pre-rework default."""
@@ -99,11 +102,15 @@ def offline_tps(en: Engine, row: dict, batch: int) -> float:
     """Output tokens/s of one replica at steady state with ``batch`` sequences in flight (continuous batching:
     each step decodes every sequence; new prompts are prefilled in chunks of the framework's token budget)."""
     inp, out = row["input"], row["output"]
+    t_dec = en.decode_s(batch, inp + out // 2)
+    return batch * out / (out * t_dec + batch * prefill_per_request(en, inp))
+
+
+def prefill_per_request(en: Engine, inp: int) -> float:
+    """GPU time to prefill one prompt when prompts are packed into the framework's prefill token budget."""
     chunk = en.fw("prefill_chunk_tokens", 8192)
     per_chunk = max(1, int(chunk // inp))
-    pre_per_req = en.prefill_s(per_chunk, inp) / per_chunk if inp <= chunk else en.prefill_s(1, inp)
-    t_dec = en.decode_s(batch, inp + out // 2)
-    return batch * out / (out * t_dec + batch * pre_per_req)
+    return en.prefill_s(per_chunk, inp) / per_chunk if inp <= chunk else en.prefill_s(1, inp)
 
 
 def predict(row: dict):
@@ -126,36 +133,35 @@ def predict(row: dict):
             en.est(b, inp, out, check=True)
             t = en.prefill_s(b, inp) + (out - 1) * en.decode_s(b, inp + out // 2)
             v, note = b * out / t * reps, f"batch {b}"
-        elif sc == "static_ttft":
+        elif sc == "static_ttft":   # an engine benchmark: no server path
             en.est(1, inp, out, check=True)
-            v, note = en.est(1, inp, out).ttft_ms, ""
+            v, note = en.prefill_s(1, inp) * 1e3, "engine only"
         elif sc == "ttft":
             en.est(1, inp, out, check=True)
-            v = en.prefill_s(1, inp) * 1e3 + en.fw("request_overhead_s", 0.0) * 1e3
-            note = "light load"
+            v, note = en.ttft_s(inp) * 1e3, "light load"
         elif sc in ("rate", "server_tps"):
             rate = row["rate"] / reps
+            cap = en.capacity(inp, out, min(int(en.fw("max_batch", 2048)), row.get("concurrency", 1 << 30) // reps))
+            if cap == 0:
+                return None, "refused: batch 1 does not fit"
             c = 1.0
+            t_pre, busy = en.ttft_s(inp), min(0.95, rate * prefill_per_request(en, inp))
             for _ in range(30):   # Little's law fixed point: concurrency = rate x request latency
-                t_pre = en.prefill_s(1, inp)
-                t_dec = en.decode_s(max(1, c), inp + out // 2)
-                busy = min(0.95, rate * t_pre)        # share of time spent prefilling new prompts
-                tpot = t_dec / (1.0 - busy)
-                c_new = min(rate * (t_pre + out * tpot), row.get("concurrency", 1 << 30) / reps)
+                # prompts arriving at `rate` take a share `busy` of the GPU time between decode steps
+                tpot = en.decode_s(max(1, c), inp + out // 2) / (1.0 - busy)
+                c_new = min(rate * (t_pre + out * tpot), cap)
                 if abs(c_new - c) < 0.01 * c:
                     break
                 c = 0.5 * (c + c_new)
-            en.est(max(1, int(math.ceil(c))), inp, out, check=True)
-            cap_rps = c / (t_pre + out * tpot)
-            if sc == "server_tps":
-                v = min(rate, cap_rps) * out * reps
+            if sc == "server_tps":   # completed tokens: the offered load, or what the deployment sustains
+                v = min(rate * out, offline_tps(en, row, cap)) * reps
             else:
                 v = tpot * 1e3
-            note = f"concurrency {c:.0f}/replica"
+            note = f"concurrency {c:.0f}/replica (memory holds {cap})"
         elif sc == "closed":
             c = row["concurrency"]
             en.est(c, inp, out, check=True)
-            t_pre = en.prefill_s(1, inp) + en.fw("request_overhead_s", 0.0)
+            t_pre = en.ttft_s(inp)
             itl = en.decode_s(c, inp + out // 2)
             if c > 1:   # the other users' prompts interrupt decoding: c prefills per cycle of every user
                 cycle = t_pre + out * itl
@@ -171,14 +177,12 @@ def predict(row: dict):
             mx, my = statistics.fmean(xs), statistics.fmean(ys)
             slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
             v, note = (slope, "ms/token") if sc == "slope" else (my - slope * mx, "ms")
-        elif sc == "prefill_node":
-            b = row["batch"]
+        elif sc in ("prefill_node", "decode_node"):
+            # the row's batch is per GPU; the replica spans `nodes` 8-GPU nodes, attention DP over every GPU
+            b = row["batch"] * row.get("attention_dp", 1)
             en.est(b, inp, 1, check=True)
-            v, note = b * inp / en.prefill_s(b, inp) * 8, "tokens/s per node"
-        elif sc == "decode_node":
-            b = row["batch"]
-            en.est(b, inp, 1, check=True)
-            v, note = b / en.decode_s(b, inp) * 8, "tokens/s per node"
+            per_replica = b * inp / en.prefill_s(b, inp) if sc == "prefill_node" else b / en.decode_s(b, inp)
+            v, note = per_replica / row.get("nodes", 1), "tokens/s per node"
         else:
             raise ValueError(sc)
     except TrnsimError as e:
@@ -186,6 +190,30 @@ def predict(row: dict):
     if row.get("per") == "gpu":
         v /= gpus
     return v, note
+
+
+# pairs of rows with the same metric whose published order the estimate must keep: (a, b, what differs)
+ORDERINGS = [("Q003", "Q004", "generation H100 < H200"), ("Q005", "Q006", "generation H100 < H200"),
+             ("Q008", "Q007", "generation H100 < H200 (70B TP1)"), ("Q009", "Q010", "generation H100 < H200 (TP2)"),
+             ("Q008", "Q009", "TP 1 < 2"), ("Q009", "Q011", "TP 2 < 4"), ("Q011", "Q013", "TP 4 < 8"),
+             ("Q005", "Q003", "lengths 2048/128 < 128/2048"), ("Q018", "Q043", "generation H200 fp8 < B200 fp4"),
+             ("Q115", "Q116", "concurrency 1 < 25"), ("Q120", "Q113", "ITL 500-token prompt < TTFT 5000-token"),
+             ("Q032", "Q106", "ITL at 467 < 20k context"), ("Q072", "Q087", "generation 8xH100 < 8xB200"),
+             ("Q031", "Q023", "TTFT 8B < 70B")]
+
+
+def orderings(rows: list) -> list:
+    """(a, b, what, held) for each ordering pair: held when predicted values order as published do."""
+    by = {r["id"]: r for r in rows}
+    out = []
+    for a, b, what in ORDERINGS:
+        ra, rb = by[a], by[b]
+        if ra["predicted"] is None or rb["predicted"] is None:
+            out.append((a, b, what, False))
+            continue
+        pub = ra["published"] < rb["published"]
+        out.append((a, b, what, (ra["predicted"] < rb["predicted"]) == pub))
+    return out
 
 
 def is_time(row: dict) -> bool:
@@ -211,7 +239,9 @@ def run() -> dict:
             rec["error"] = abs(pred - value) / value
             rec["speed_error"] = (value / pred - 1.0) if is_time(row) else (pred / value - 1.0)
         out.append(rec)
-    return dict(rows=out, summary=summarise(out))
+    summary = summarise(out)
+    summary["orderings"] = [dict(a=a, b=b, what=w, held=h) for a, b, w, h in orderings(out)]
+    return dict(rows=out, summary=summary)
 
 
 def summarise(rows: list) -> dict:
@@ -240,7 +270,13 @@ def show(res: dict, title: str) -> None:
         flag = ("excluded: " + r["excluded"]) if r["excluded"] else (("holdout; " if r["holdout"] else "") + r["note"])
         print(f"{r['id']:5} {r['gpu']:5} {r['model'][:15]:15} {(r['scenario'] + ' ' + r['metric'])[:13]:13} "
               f"{r['published']:>11.4g} {p:>11} {e:>6} {s:>7}  {flag[:80]}")
+    if "orderings" not in res["summary"]:
+        res["summary"]["orderings"] = [dict(a=a, b=b, what=w, held=h) for a, b, w, h in orderings(res["rows"])]
+    for o in res["summary"]["orderings"]:
+        print(f"ordering {o['a']} vs {o['b']} ({o['what']}): {'held' if o['held'] else 'WRONG'}")
     for k, b in res["summary"].items():
+        if k == "orderings":
+            continue
         med = "n/a" if b["median_abs_error"] is None else f"{100 * b['median_abs_error']:.1f} %"
         bias = "n/a" if b["bias"] is None else f"{100 * b['bias']:+.1f} %"
         print(f"{k:8}: rows {b['rows']}, scored {b['scored']}, refused {b['refused']}, median |error| {med}, "

@@ -6,6 +6,8 @@
    second of the whole search (what the target counts), memory-checked configurations per second of the
    evaluation phase, and full model-level estimates per second.
 2. The best ten layouts of that case, and whether every backend agrees on the ranking.
+3. The same search on a GPU system (llama-3.1-70b on 32 x p5.48xlarge, 256 H100s), through the same code:
+   its rate on one worker and its best five layouts.
 
     python bench/planner.py [--json] [--no-ray] [--comm fabric|fabric-sim]
 """
@@ -15,13 +17,14 @@ import os
 import time
 
 CASE = dict(model="llama-3.1-70b", system="trn2-ultraserver", count=4, seq=8192, global_batch=1024)
+GPU_CASE = dict(model="llama-3.1-70b", system="p5.48xlarge", count=32, seq=8192, global_batch=1024)
 
 
-def run(backend: str, workers: int, comm=None) -> dict:
+def run(backend: str, workers: int, comm=None, case=CASE) -> dict:
     """One plan of the reference case; its rates and its ranking."""
     from trnsim.plan import plan
     t0, c0 = time.perf_counter(), time.process_time()
-    r = plan(**CASE, backend=backend, workers=workers, comm=comm, keep_rows=False)
+    r = plan(**case, backend=backend, workers=workers, comm=comm, keep_rows=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return dict(backend=backend, workers=workers, wall_s=wall, driver_cpu_s=cpu, enumerated=r.enumerated,
                 memory_checked=r.memory_checked, estimated=r.estimated, configs_per_s=r.enumerated / wall,
@@ -58,9 +61,12 @@ def main() -> int:
             ray_note += "ray not installed (pip install 'trnsim[ray]'): Ray rates skipped"
     same = all(r["ranking"] == runs[0]["ranking"] for r in runs)
     best = runs[-1]["result"]
+    gpu = run("local", 1, args.comm, GPU_CASE)
     if args.json:
         print(json.dumps(dict(case=CASE, runs=[{k: v for k, v in r.items() if k != "result"} for r in runs],
-                              same_ranking=same, ray_note=ray_note, result=best.to_dict()), indent=2))
+                              same_ranking=same, ray_note=ray_note, result=best.to_dict(),
+                              gpu_case=GPU_CASE, gpu={k: v for k, v in gpu.items() if k != "result"},
+                              gpu_result=gpu["result"].to_dict()), indent=2))
         return 0
     from trnsim.cli.output import console
     from rich.table import Table
@@ -93,6 +99,20 @@ def main() -> int:
                   f"{x.memory_per_core_gib:.1f}/{x.hbm_per_core_gib:.0f}")
     out.print(b)
     for n in best.notes:
+        out.print(f"note: {n}")
+    g = gpu["result"]
+    out.print(f"GPU system, same search: {GPU_CASE['model']} on {GPU_CASE['count']} x {GPU_CASE['system']} (seq "
+              f"{GPU_CASE['seq']}, global batch {GPU_CASE['global_batch']}): {g.enumerated:,} enumerated in "
+              f"{gpu['wall_s']:.2f} s ({gpu['configs_per_s']:,.0f}/s; {gpu['driver_cpu_s']:.2f} CPU s), "
+              f"{g.estimated:,} estimated")
+    b = Table(title="Best five layouts on the GPU system (step time)", title_justify="left")
+    for c in ("#", "layout", "step (s)", "tokens/s", "MFU", "GiB/GPU"):
+        b.add_column(c)
+    for x in g.best[:5]:
+        b.add_row(str(x.rank), x.label, f"{x.step_time_s:.3f}", f"{x.tokens_per_s:,.0f}", f"{x.mfu:.1%}",
+                  f"{x.memory_per_core_gib:.1f}/{x.hbm_per_core_gib:.0f}")
+    out.print(b)
+    for n in g.notes:
         out.print(f"note: {n}")
     return 0
 

@@ -1,6 +1,6 @@
 """Every training row of the calibration set: predicted vs published step time, |error|, median, refusals.
 
-    python bench/training.py            # the recorded figures (frameworks.toml, efficiency data)
+    python bench/training.py            # the recorded figures (train_frameworks.toml, efficiency data)
     python bench/training.py --before   # the estimator as it was: full fine-tuning for LoRA rows, no framework
                                         # layouts (ZeRO-1 over dp, fp32 grads, 1 GiB / 4 GiB reserve), no fixed cost
     python bench/training.py --fit      # fit the fixed per-step cost of optimum-neuron on trn2 (rows P001, P005,

@@ -130,3 +130,52 @@ def test_deeply_nested_json_is_a_user_error(capsys, tmp_path):
     a.write_text("[" * 100000 + "]" * 100000)
     e = _cli_error(capsys, ["diff", str(a), str(a)])
     assert e["rule"] == "input-format"
+
+
+SPELLING = [
+    (["estimate", "train", "--model", "llama-3-8b", "--instance", "trn1.32xlarg"], "trn1.32xlarge"),
+    (["estimate", "train", "--model", "lama-3-8b"], "llama-3-8b"),
+    (["estimate", "train", "--model", "llama-3-8b", "--precision", "bf61"], "bf16"),
+    (["estimate", "train", "--model", "llama-3-8b", "--recompute", "ful"], "full"),
+    (["plan", "--model", "llama-3-8b", "--system", "trn2.48xlarge", "--global-batch", "8", "--objective", "tim"],
+     "time"),
+    (["plan", "--model", "llama-3-8b", "--system", "trn2.48xlarge", "--global-batch", "8", "--backend", "rey"],
+     "ray"),
+    (["compare", "--model", "llama-3-8b", "--tokens", "1T", "--price-kind", "spt"], "spot"),
+    (["collective", "all-reduc", "--system", "trn2.48xlarge"], "all-reduce"),
+    (["hw", "sho", "trn2"], "show"),
+]
+
+
+@pytest.mark.parametrize("argv,near", SPELLING, ids=[a[-1] for a, _ in SPELLING])
+def test_names_from_a_list_suggest_the_nearest(capsys, argv, near):
+    e = _cli_error(capsys, argv)
+    text = (e.get("hint") or "") + e["message"]
+    assert "did you mean" in text and near in text.split("did you mean", 1)[1], e
+
+
+def test_kernel_names_targets_dtypes_and_attributes_suggest(capsys, tmp_path):
+    k = tmp_path / "k.py"
+    k.write_text("import neuronxcc.nki.language as nl\n\ndef copy(a):\n"
+                 "    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)\n"
+                 "    nl.store(out, nl.lod(a))\n    return out\n")
+    cases = [([f"{k}::cpy", "--arg", "a=128x128"], "copy"),
+             ([f"{k}::copy", "--arg", "a=128x128", "--target", "trn22"], "trn2"),
+             ([f"{k}::copy", "--arg", "a=128x128:bf61"], "bf16"),
+             ([f"{k}::copy", "--arg", "a=128x128"], "load")]
+    for argv, near in cases:
+        e = _cli_error(capsys, ["kernel"] + argv)
+        assert e["hint"].startswith("did you mean") and near in e["hint"], (argv, e)
+
+
+def test_hardware_file_keys_suggest(capsys, tmp_path):
+    hw = tmp_path / "hw.toml"
+    hw.write_text('[cores.v3.sbuf]\npartitons = { value = 128, source = "choice: test" }\n')
+    e = _cli_error(capsys, ["hw", "list", "--hardware", str(hw)])
+    assert e["hint"] == "did you mean partitions for partitons?"
+
+
+def test_api_errors_carry_the_same_suggestion():
+    with pytest.raises(ConfigError) as e:
+        estimate_training("llama-3-8b", "trn1.32xlarg")
+    assert e.value.hint.startswith("did you mean trn1.32xlarge")

@@ -58,12 +58,27 @@ def _resolve(name: str) -> Optional[str]:
     return name or None
 
 
+def _type_checking_imports(tree: ast.Module) -> Set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (annotations only: nothing runs them)."""
+    out: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            t = node.test
+            name = t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else ""
+            if name == "TYPE_CHECKING":
+                out.update(id(n) for b in node.body for n in ast.walk(b))
+    return out
+
+
 def imports_of(mod: str) -> List[Tuple[str, int]]:
     """(imported package module, line) for every import in ``mod``, at any depth of the code."""
     path = MODULES[mod]
     base = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
     out = []
+    typing_only = _type_checking_imports(TREES[mod])
     for node in ast.walk(TREES[mod]):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -244,24 +259,10 @@ def module_graph() -> Dict[str, Dict[str, List[str]]]:
     return g
 
 
-# Circles that existed when this test was written; each entry must go (the test fails when one no
-# longer exists, so the list only shrinks) and no new one may appear.
-KNOWN_FILE_CYCLES = {
-    frozenset({"trnsim.timing.deps", "trnsim.timing.encode", "trnsim.timing.native",
-               "trnsim.timing.scheduler"}),
-    frozenset({"trnsim.nki.core.access_kinds", "trnsim.nki.core.access_pattern", "trnsim.nki.core.tensor",
-               "trnsim.nki.core.views"}),
-    frozenset({"trnsim.nki.ops.accumulate", "trnsim.nki.ops.activation", "trnsim.nki.ops.base",
-               "trnsim.nki.ops.elementwise", "trnsim.nki.ops.hot_update", "trnsim.nki.ops.operands"}),
-}
-
-
-def test_no_new_file_level_import_cycles():
+def test_no_file_level_import_cycles():
     """Two modules that import each other (function-level imports included) are one room, not two."""
     g = module_graph()
-    found = {frozenset(c) for c in _cycles(g)}
-    new = [sorted(c) for c in found - KNOWN_FILE_CYCLES]
-    gone = [sorted(c) for c in KNOWN_FILE_CYCLES - found]
+    new = [sorted(c) for c in _cycles(g)]
     lines = []
     for comp in new:
         lines.append("modules importing each other: " + " <-> ".join(comp))
@@ -270,4 +271,3 @@ def test_no_new_file_level_import_cycles():
                 if b in comp:
                     lines.append(f"  {ev[0]} -> {b}")
     assert not new, "\n".join(lines)
-    assert not gone, f"these circles are gone: remove them from KNOWN_FILE_CYCLES: {gone}"

@@ -6,6 +6,9 @@
     print(est.latency_us, est.summary()["bottleneck"])
     tr = trace(k, **inputs)                                  # the instruction trace of core 0
     costs = op_costs("trn2")                                 # per-op costs for the model layer
+    e = estimate_training("llama-3-8b", "trn2.48xlarge", tp=8, costs="simulated")
+    r = plan("llama-3.1-70b", "trn2-ultraserver", count=4, seq=8192, global_batch=1024)
+    c = compare("llama-3.1-70b", systems=["trn2.48xlarge", "p5.48xlarge"], tokens=1e12)
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from .ir.trace import Trace
 from .options import Options
 
 __all__ = ["trace", "trace_all", "load_kernel", "make_inputs", "bind_inputs", "kernel_of",
-           "time_kernel", "parse_shape_dtype", "op_costs"]
+           "time_kernel", "parse_shape_dtype", "op_costs", "simulated_costs", "estimate_training",
+           "estimate_inference", "plan", "compare"]
 
 
 def trace(kernel: Any, *args, **kwargs) -> Trace:
@@ -243,6 +247,137 @@ def op_costs(target: str = "trn2", hardware: Optional[str] = None, **kwargs):
     from .model.opcost import SimulatedOpCosts
     kwargs.setdefault("timer", time_reference)
     return SimulatedOpCosts(target, hardware_file=hardware, **kwargs)
+
+
+COSTS = ("roofline", "simulated")
+
+
+def simulated_costs(target: str, lnc: Optional[int] = None, hardware_file: Optional[str] = None):
+    """Simulated op costs of ``target`` at ``lnc`` (module level: the planner's worker processes unpickle
+    it and call it once per LNC)."""
+    return op_costs(target, hardware_file, lnc=lnc)
+
+
+def _costs_for(costs: Any, instance: str, lnc: Optional[int], hardware: Optional[str]):
+    """The OpCosts an estimate gets from ``costs``: None/"roofline" (the catalog roofline), "simulated"
+    (reference kernels on the timing model), or an OpCosts object as it is."""
+    if costs is None or costs == "roofline":
+        return None
+    if costs != "simulated":
+        if isinstance(costs, str):
+            raise ConfigError(f"unknown op-cost source {costs!r}", rule="costs", limit=COSTS, value=costs)
+        return costs
+    return simulated_costs(_neuron_system(instance, hardware).target, lnc, hardware)
+
+
+def _neuron_system(instance: str, hardware: Optional[str]):
+    """The system ``instance``, which simulated op costs need to be a Trainium one (they run NKI kernels)."""
+    from .model.system import make_system
+    system = make_system(instance, hardware_file=hardware)
+    if system.rank_name != "NeuronCore":
+        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
+                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
+    return system
+
+
+def estimate_training(model, instance: str = "trn1.32xlarge", costs: Any = "roofline", **kwargs):
+    """``trnsim.model.estimate_training`` with ``costs`` wired (``COSTS`` or an OpCosts); a layout that does
+    not fit is refused with the nearest layouts that do, from the planner."""
+    from .model import estimate_training as estimate
+    from .model.memory import MemoryFitError
+    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"))
+    try:
+        return estimate(model, instance, costs=c, **kwargs)
+    except MemoryFitError as e:
+        raise e.with_suggestions(_training_hints(model, instance, kwargs)) from None
+
+
+def estimate_inference(model, instance: str = "trn2.48xlarge", costs: Any = "roofline", **kwargs):
+    """``trnsim.model.estimate_inference`` with ``costs`` wired; a replica that does not fit is refused with
+    the nearest larger one that does, from the planner."""
+    from .model import estimate_inference as estimate
+    from .model.memory import MemoryFitError
+    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"))
+    try:
+        return estimate(model, instance, costs=c, **kwargs)
+    except MemoryFitError as e:
+        raise e.with_suggestions(_inference_hints(model, instance, kwargs)) from None
+
+
+def _context(model, instance: str, kw: Dict[str, Any], training: bool):
+    from .model.context import make_context
+    return make_context(model, instance, kw.get("nodes", 1), kw.get("lnc"), kw.get("precision", "bf16"),
+                        kw.get("sparsity"), None, None, kw.get("hardware_file"), training=training)
+
+
+def _training_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
+    """The planner's nearest fitting training layouts for the refused estimate's arguments."""
+    from .model.parallel import Parallel, resolve
+    from .plan.hints import nearest_training
+    ctx = _context(model, instance, kw, True)
+    over = {**ctx.system.memory_overrides(), **(kw.get("overrides") or {})}
+    # settings left to the training framework (None) are searched from the historical layout's defaults
+    par = resolve(Parallel(**{k: d if kw.get(k) is None else kw[k]
+                              for k, d in (("tp", 1), ("pp", 1), ("dp", 0), ("cp", 1), ("ep", 1), ("vp", 1),
+                                           ("sp", False), ("zero", 0))}), ctx.cfg, ctx.system)
+    return nearest_training(ctx.cfg, par, ctx.system.cores, float(ctx.system.hbm_bytes_per_core),
+                            kw.get("micro_batch", 1), kw.get("seq", 2048), kw.get("recompute") or "none",
+                            kw.get("global_batch", 0), over, tp_cap=ctx.system.fast_domain)
+
+
+def _inference_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
+    """The planner's nearest fitting serving replica for the refused estimate's arguments."""
+    from .plan.hints import nearest_inference
+    ctx = _context(model, instance, kw, False)
+    inp, out = kw.get("input_len", 128), kw.get("output_len", 128)
+    return nearest_inference(ctx.cfg, kw.get("tp", 1), kw.get("pp", 1), kw.get("ep", 1), kw.get("sp", False),
+                             ctx.system.cores, float(ctx.system.hbm_bytes_per_core), kw.get("batch", 1), inp + out,
+                             inp, ctx.prec.weight_bytes, ctx.system.memory_overrides(),
+                             tp_cap=ctx.system.fast_domain)
+
+
+def plan(model, system: str, costs: Any = "roofline", objective: str = "time", prices: Optional[Any] = None,
+         pue: Optional[float] = None, **kwargs):
+    """``trnsim.plan.plan`` with op costs wired (``COSTS``; simulated ones built in each worker) and, for
+    ``objective`` cost or energy, the price (a ``PriceBook``, default the published on-demand prices) or the
+    power model (at ``pue``) from ``trnsim.cost``."""
+    from .plan import plan as search
+    if costs == "simulated":
+        _neuron_system(system, kwargs.get("hardware_file"))
+        factory = simulated_costs
+    elif costs is None or costs == "roofline":
+        factory = None
+    elif isinstance(costs, str):
+        raise ConfigError(f"unknown op-cost source {costs!r}", rule="costs", limit=COSTS, value=costs)
+    else:
+        factory = costs
+    price, power = kwargs.pop("price", None), kwargs.pop("power", None)
+    if objective == "cost" and price is None:
+        from .cost import PriceBook
+        price = (prices or PriceBook.load()).hourly
+    if objective == "energy" and power is None:
+        from .cost import load_power_model, system_power
+        pm = load_power_model().with_overrides(pue=pue) if pue is not None else load_power_model()
+        power = lambda key, u: system_power(key, u, pm).facility_watts  # noqa: E731
+    return search(model, system, objective=objective, costs=factory, price=price, power=power, **kwargs)
+
+
+def compare(model, systems: Optional[Sequence[str]] = None, task: str = "train", prices: Optional[Any] = None,
+            pue: Optional[float] = None, baseline: Optional[str] = None,
+            start_delays: Optional[Dict[str, float]] = None, full_search: bool = False,
+            progress: Optional[Any] = None, **workload):
+    """Time, cost and energy of one workload on each system (``trnsim.compare``; default systems: the
+    task's list), each at the best layout the planner finds (``full_search``: its whole default space).
+    ``workload``: the fields of ``compare.options.make_workload`` (tokens, seq, rate, ...)."""
+    from .compare import compare as run, parse_systems
+    from .compare.options import make_power, make_prices, make_workload
+    from .compare.search import chooser
+    w = make_workload(model, task, **workload)
+    refs = parse_systems(",".join(systems) if systems else None, task)
+    if baseline is None:
+        baseline = next((r.key for r in refs if r.key == "p5.48xlarge"), refs[0].key)
+    return run(w, refs, prices or make_prices(), make_power(pue), baseline, start_delays,
+               choose_fn=chooser(full_search), progress=progress)
 
 
 # ------------------------------------------------------------------------------ profile

@@ -101,9 +101,17 @@ def _num(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
+def check_order(names: Iterable[str]) -> list:
+    """``names`` in the order of the limits file, so that with several bad values the command line and
+    the API report the same one first."""
+    order = {n: i for i, n in enumerate(limits().get("params", {}))}
+    return sorted(names, key=lambda n: order.get(n, len(order)))
+
+
 def check_params(**values: Any) -> Dict[str, Any]:
-    """Every keyword that has a limits entry checked (``check_value``); returns the checked values."""
-    return {k: check_value(k, v) for k, v in values.items()}
+    """Every keyword that has a limits entry checked (``check_value``, in the limits file's order);
+    returns the checked values."""
+    return {k: check_value(k, values[k]) for k in check_order(values)}
 
 
 def check_sweep_length(points: int, where: str) -> int:

@@ -21,7 +21,7 @@ class TrnsimError(Exception):
         self.limit = limit
         self.value = value
         self.where = where
-        self.hint = hint
+        self.hint = _with_suggestion(hint, value, limit)
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -52,6 +52,44 @@ class TrnsimError(Exception):
     def __reduce__(self):  # keep the fields when pickled across processes
         return (_rebuild, (type(self), self.message, self.rule, self.limit, self.value,
                            self.where, self.hint))
+
+
+def _names_in(limit: Any):
+    """The names a limit lists: a list of strings, or text such as "one of a, b, c (or d, e)"."""
+    if isinstance(limit, (list, tuple, set, frozenset)):
+        return [x for x in limit if isinstance(x, str)]
+    if isinstance(limit, str) and "," in limit:
+        import re
+        return [w for w in re.split(r"[\s,()]+", limit) if w and w not in ("one", "of", "or")]
+    return []
+
+
+def _with_suggestion(hint: Optional[str], value: Any, limit: Any) -> Optional[str]:
+    """``hint`` led by "did you mean ..." when ``value`` is a name close to the names ``limit`` lists: every
+    error that names a choice from a list suggests the nearest ones, for the CLI and the API alike."""
+    if hint and "did you mean" in hint:
+        return hint
+    names = _names_in(limit)
+    if not names:
+        return hint
+    import difflib
+    low = {n.lower(): n for n in names}
+
+    def near(v: str, n: int):
+        return [low[m] for m in difflib.get_close_matches(v.lower(), list(low), n=n, cutoff=0.6)]
+    if isinstance(value, str) and value and value not in names:
+        got = near(value, 3)
+        text = f"did you mean {', '.join(got)}?" if got else ""
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        # several unknown names (keys of a data file): the nearest known one for each
+        pairs = [(v, near(v, 1)) for v in value[:5] if v not in names]
+        text = "; ".join(f"{g[0]} for {v}" for v, g in pairs if g)
+        text = f"did you mean {text}?" if text else ""
+    else:
+        return hint
+    if not text:
+        return hint
+    return text + (f" {hint}" if hint else "")
 
 
 def _rebuild(cls, message, rule, limit, value, where, hint):

@@ -147,4 +147,16 @@ def user_exception(exc: BaseException, rule: str = "kernel-exception"):
     text = "Traceback (your code only):\n" + "".join(summary.format()) + \
         "".join(traceback.format_exception_only(type(exc), exc))
     return UserCodeError(f"{type(exc).__name__}: {exc}", rule=rule, where=describe(loc),
-                         user_traceback=text)
+                         user_traceback=text, hint=_attribute_hint(exc))
+
+
+def _attribute_hint(exc: BaseException):
+    """"did you mean nl.load?" for a misspelt attribute of a module or object (``nl.lod``)."""
+    name, obj = getattr(exc, "name", None), getattr(exc, "obj", None)
+    if not isinstance(exc, AttributeError) or not isinstance(name, str) or obj is None:
+        return None
+    from .checks import did_you_mean
+    try:
+        return did_you_mean(name, [n for n in dir(obj) if not n.startswith("_")])
+    except Exception:  # noqa: BLE001 - dir() of a user object may raise anything
+        return None

@@ -231,11 +231,12 @@ def check_args(args: Any) -> None:
     are left to their own parsers."""
     import numbers
 
-    from .checks import check_value, param_rule
-    for dest, value in vars(args).items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            continue
-        name = _CLI_ALIASES.get(dest, dest)
+    from .checks import check_order, check_value, param_rule
+    dests = {_CLI_ALIASES.get(d, d): d for d, v in vars(args).items()
+             if not isinstance(v, bool) and isinstance(v, numbers.Real)}
+    for name in check_order(dests):
+        dest = dests[name]
+        value = getattr(args, dest)
         rule = param_rule(name)
         if rule is not None:
             setattr(args, dest, check_value(name, value, where=f"{rule.get('option', dest)} {value}"))

@@ -17,8 +17,11 @@ def test_infer_on_p5_breaks_the_decode_step_down(capsys):
                            "--batch", "1", "--input", "2048", "--output", "256", "--json"])
     assert rc == 0 and d["instance"] == "p5.48xlarge" and d["cores"] == 8
     b = d["breakdown"]
-    # the decode step is weights + KV + the rest of the compute + collectives, nothing else (pp = 1)
-    parts = b["decode_weights_ms"] + b["decode_kv_ms"] + b["decode_compute_ms"] + b["decode_comm_ms"]
+    # the decode step is weights + KV + the rest of the compute + collectives + the serving framework's fixed
+    # cost per step, nothing else (pp = 1)
+    parts = (b["decode_weights_ms"] + b["decode_kv_ms"] + b["decode_compute_ms"] + b["decode_comm_ms"]
+             + b["decode_overhead_ms"])
+    assert b["decode_overhead_ms"] == pytest.approx(d["framework"]["step_overhead_s"] * 1e3)
     assert parts == pytest.approx(d["tpot_ms"], rel=1e-9)
     # batch-1 decode of a 70B model streams its weights: most of the step
     assert b["decode_weights_ms"] > 0.5 * d["tpot_ms"]
@@ -50,3 +53,15 @@ def test_gpu_refusals_name_gpus(capsys):
     rc = main(["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--costs", "simulated",
                "--json"])
     assert rc != 0 and json.loads(capsys.readouterr().out)["error"]["rule"] == "costs"
+
+
+def test_infer_serving_options_on_gpus(capsys):
+    rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-2-70b", "--instance", "p5.48xlarge", "--tp", "2",
+                           "--replicas", "4", "--precision", "fp8", "--batch", "64", "--input", "300", "--output",
+                           "290", "--json"])
+    assert rc == 0 and d["cores"] == 8 and d["parallel"]["replicas"] == 4
+    assert d["output_tokens_per_s"] == pytest.approx(4 * 64 / (d["tpot_ms"] / 1e3))
+    assert d["framework"]["key"] == "trtllm" and d["framework"]["kv_dtype"] == "fp8"   # TRT-LLM's fp8 default
+    rc, d = _json(capsys, ["estimate", "infer", "--model", "deepseek-v3", "--instance", "p5en.48xlarge", "--tp", "8",
+                           "--attention-dp", "8", "--ep", "8", "--precision", "fp8", "--batch", "64", "--json"])
+    assert rc == 0 and d["parallel"]["attention_dp"] == 8

@@ -5,7 +5,12 @@ covered without editing this file): malformed option values, kernel arguments (s
 names), launch grids, input and output files, and hardware files (bad TOML, out-of-range and
 unknown figures).  Each runs in-process through ``main([..., "--json"])``; the result must be exit
 0 with JSON, or exit 2 with ``{"error": {"rule", "message", "where"}}`` on stdout -- never exit 3
-(trnsim's own fault) and never a Python traceback.
+(trnsim's own fault) and never a Python traceback.  The JSON must be strict (no bare NaN/Infinity).
+
+The Python API gets the same treatment: generated values of every checked parameter (NaN, infinities,
+floats and strings where counts are meant, zero, negatives, huge values) either work or raise a
+TrnsimError -- never a TypeError, ValueError or ZeroDivisionError -- and a value the API refuses is refused
+by the command line with the same rule and message.
 """
 import argparse
 import itertools
@@ -208,7 +213,7 @@ def _run_property(strategy, capsys, examples):
         assert "Traceback (most recent call last)" not in cap.out + cap.err, argv
         if rc == 0 and not cap.out.strip():
             return  # `exec -- true` ran the command: its output is its own
-        body = json.loads(cap.out)
+        body = json.loads(cap.out, parse_constant=_no_constant)   # strict JSON: no NaN / Infinity
         if rc != 0:
             assert rc == 2, (argv, body)
             e = body["error"]
@@ -216,6 +221,10 @@ def _run_property(strategy, capsys, examples):
             assert e["rule"] != "internal", (argv, body)
     check()
     return len(tried)
+
+
+def _no_constant(name):
+    raise AssertionError(f"bare {name} in --json output")
 
 
 def test_every_subcommand_refuses_malformed_values(place, capsys):
@@ -229,3 +238,93 @@ def test_kernel_command_lines(place, capsys):
 
 def test_hardware_files(place, capsys):
     assert _run_property(hardware_lines(*place), capsys, EXAMPLES) >= min(EXAMPLES, 100)
+
+
+# ------------------------------------------------------------------------------------ the Python API
+API_VALUES = st.one_of(
+    st.sampled_from([0, -1, 1, 2, 1.5, 2.0, float("nan"), float("inf"), -float("inf"), 10 ** 12, 10 ** 30,
+                     "2", "x", None, True, [], 1e-300]),
+    st.integers(min_value=-10 ** 6, max_value=10 ** 6),
+    st.floats(allow_nan=True, allow_infinity=True))
+TRAIN_PARAMS = ["nodes", "tp", "pp", "dp", "cp", "ep", "vp", "zero", "seq", "global_batch", "micro_batch"]
+INFER_PARAMS = ["nodes", "tp", "pp", "ep", "batch", "input_len", "output_len", "rate", "requests", "max_batch",
+                "seed"]
+# the CLI spelling of each parameter, where the command line has it (estimate train / infer)
+CLI_OPTION = {"nodes": "--nodes", "tp": "--tp", "pp": "--pp", "dp": "--dp", "cp": "--cp", "ep": "--ep",
+              "vp": "--vp", "zero": "--zero", "seq": "--seq", "global_batch": "--global-batch",
+              "micro_batch": "--micro-batch", "batch": "--batch", "input_len": "--input", "output_len": "--output",
+              "rate": "--rate", "requests": "--requests", "max_batch": "--max-batch", "seed": "--seed"}
+
+
+@st.composite
+def api_calls(draw):
+    """(function name, keyword arguments) with one to three generated values."""
+    kind = draw(st.sampled_from(["train", "infer", "workload", "power"]))
+    names = {"train": TRAIN_PARAMS, "infer": INFER_PARAMS,
+             "workload": ["tokens", "seq", "batch_tokens", "deadline_days", "max_instances", "input_len",
+                          "output_len", "rate", "slo_tpot_ms", "slo_ttft_ms"],
+             "power": ["pue"]}[kind]
+    chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    return kind, {n: draw(API_VALUES) for n in chosen}
+
+
+def _call(kind, kw):
+    from trnsim.compare.options import make_power, make_workload
+    from trnsim.model import estimate_inference, estimate_training
+    if kind == "train":
+        return estimate_training("llama-3-8b", "trn1.32xlarge", **{"tp": 8, "dp": None, **kw})
+    if kind == "infer":
+        return estimate_inference("llama-3-8b", "trn2.48xlarge", **{"requests": 20, **kw})
+    if kind == "workload":
+        return make_workload("llama-3-8b", "train", **{"tokens": 1e9, **kw})
+    return make_power(**kw)
+
+
+def _cli_equivalent(kind, kw):
+    """The estimate command line for the same values, when every value has a CLI spelling argparse takes."""
+    if kind not in ("train", "infer"):
+        return None
+    argv = ["estimate", kind, "--model", "llama-3-8b", "--instance",
+            "trn1.32xlarge" if kind == "train" else "trn2.48xlarge"]
+    if kind == "train":
+        argv += ["--tp", "8"]
+    else:
+        argv += ["--requests", "20"]
+    for k, v in kw.items():
+        typed = float if k == "rate" else int
+        if v is None or isinstance(v, (bool, list, str)) or (typed is int and not isinstance(v, int)):
+            return None   # argparse itself refuses these (a usage error), or the option cannot spell them
+        if k in ("tp", "requests"):
+            argv = [a for i, a in enumerate(argv) if not (a == CLI_OPTION[k] or (i and argv[i - 1] == CLI_OPTION[k]))]
+        argv += [CLI_OPTION[k], repr(v) if isinstance(v, float) else str(v)]
+    return argv
+
+
+def test_python_api_refuses_what_the_cli_refuses(capsys):
+    from trnsim.errors import TrnsimError
+    tried = []
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(api_calls())
+    def check(call):
+        kind, kw = call
+        tried.append(call)
+        try:
+            _call(kind, kw)
+            api_err = None
+        except TrnsimError as e:
+            api_err = e
+        # anything else (TypeError, ValueError, ZeroDivisionError...) fails the test here
+        if api_err is None or api_err.rule not in ("option-value", "batch", "plan-count"):
+            return
+        argv = _cli_equivalent(kind, kw)
+        if argv is None:
+            return
+        rc = main(argv + ["--json"])
+        body = json.loads(capsys.readouterr().out, parse_constant=_no_constant)
+        assert rc == 2, (argv, body)
+        cli = body["error"]
+        assert (cli["rule"], cli["message"]) == (api_err.rule, api_err.message), (argv, cli, api_err.as_dict())
+    check()
+    assert len(tried) >= min(EXAMPLES, 100)

@@ -106,3 +106,25 @@ def test_size_by_group_table_by_hand():
     assert gpu[0].links == ("NVLink",) and gpu[0].algorithm == "ring/LL"
     assert gpu[1].links == ("EFA",)
     assert gpu[0].to_dict()["links"] == ["NVLink"]
+
+
+def test_every_fitted_runtime_figure_names_calibration_rows_that_exist():
+    import csv
+    import re
+    import tomllib
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    ids = set()
+    for name in ("collectives.csv", "collectives_trn2.csv"):
+        with open(root / "bench" / "data" / name, newline="") as f:
+            ids |= {r["id"] for r in csv.DictReader(f)}
+    fab = tomllib.loads((root / "trnsim" / "hardware" / "data" / "fabric.toml").read_text())
+    named = 0
+    for chip, table in fab["runtime"].items():
+        for key, fig in table.items():
+            src = fig["source"]
+            assert src.startswith(("calibration:", "choice:", "LNC", "CCA", "CC")), (chip, key, src)
+            for rid in re.findall(r"\b[CP]\d{3}\b", src):
+                assert rid in ids, (chip, key, rid)
+                named += 1
+    assert named >= 20

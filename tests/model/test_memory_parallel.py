@@ -51,6 +51,11 @@ def test_kv_cache_by_hand():
 def test_model_that_cannot_fit_errors_with_numbers():
     with pytest.raises(MemoryFitError) as e:
         estimate_training("llama-3.1-8b", "trn1.32xlarge", tp=8, seq=8192, zero=0, sp=False, recompute="none")
+    assert re.search(r"needs \d+\.\d GiB per NeuronCore, has 16 GiB; ", str(e.value))
+    # the layouts that fit instead come from the planner, through the api
+    from trnsim import api
+    with pytest.raises(MemoryFitError) as e:
+        api.estimate_training("llama-3.1-8b", "trn1.32xlarge", tp=8, seq=8192, zero=0, sp=False, recompute="none")
     msg = str(e.value)
     assert re.search(r"needs \d+\.\d GiB per NeuronCore, has 16 GiB; try ", msg)
     assert "--tp 32" in msg or "--zero 1" in msg

@@ -2,7 +2,7 @@
 import pytest
 
 from trnsim.model import estimate_training, load_model
-from trnsim.model.frameworks import FrameworkError, get_framework
+from trnsim.model.train_frameworks import FrameworkError, get_framework
 from trnsim.model.lora import LoraError, adapter_params_total, make_lora
 from trnsim.model.memory import MemoryFitError, params_per_core, training_memory
 from trnsim.model.parallel import Parallel
@@ -115,7 +115,7 @@ def test_refusal_names_the_framework_setting():
         estimate_training("llama-2-7b", "trn1.32xlarge", tp=8, seq=4096, global_batch=32, zero=0, sp=False,
                           recompute="none")
     # 7B on tp=8 x dp=4: fp32 master + moments unsharded = 12 B x 0.84 B params per core do not fit 16 GiB
-    assert "try --zero 1 (optimizer states sharded)" in str(e.value)
+    assert "try --zero 1" in str(e.value)
 
 
 def test_unknown_framework():

@@ -53,4 +53,4 @@ def test_a_layout_whose_activations_do_not_fit_is_dropped_with_the_full_figure()
     assert states / GIB < TRN1_CORE_HBM < need
     assert bad.status == "memory-fit"
     assert bad.memory_gib == pytest.approx(need, rel=1e-9)
-    assert f"needs {need:.1f} GiB per core" in bad.reason
+    assert f"needs {need:.1f} GiB per rank" in bad.reason

@@ -95,3 +95,20 @@ def test_bad_input_is_a_clear_error(kw, rule):
     assert err.rule.startswith(rule) or err.rule == rule, (err.rule, str(err))
     if rule == "plan-empty":
         assert isinstance(err, PlanError) and "memory-fit" in err.message
+
+
+def test_recompute_first_fit_estimates_only_the_least_recompute_that_fits(small):
+    first = plan(**CASE, space=dict(SPACE, recompute_first_fit=True), workers=1, top=5)
+    full = {r.config: r for r in small.rows if r.status == "ok"}
+    kept = {r.config for r in first.rows if r.status == "ok"}
+    # by hand from the full search: per layout, the first of none / full (the grid's order) that was estimated
+    want = set()
+    for c in sorted(full, key=lambda c: ("none", "full").index(c.recompute)):
+        if not any(k._replace(recompute="") == c._replace(recompute="") for k in want):
+            want.add(c)
+    assert kept == want
+    assert first.drop_counts()["recompute-dominated"] == len(full) - len(want)
+    assert first.best[0].label == small.best[0].label and first.best[0].score == small.best[0].score
+    # the same drop counts however the batches are cut
+    two = plan(**CASE, space=dict(SPACE, recompute_first_fit=True), workers=2, top=5)
+    assert two.drop_counts() == first.drop_counts()

@@ -340,3 +340,17 @@ def test_verdict_with_matmul_still_names_the_tensor_engine():
     est = _est(one_matmul, a, b)
     shares = {"Tensor": 0.2, "Vector": 0.1, "DMA (any queue)": 0.9, "DMA (mean of queues)": 0.8}
     assert est.verdict(shares).endswith("while the Tensor engine waits 80%")
+
+
+def test_the_profile_explains_the_run_with_its_own_hardware_file(tmp_path):
+    # a what-if file halving the DMA efficiency curve's floor-rescaled figure: the profile's DMA
+    # detail must use the run's rules (its --hardware file), not a model rebuilt from defaults.
+    # 2048 B contiguous per partition reads 0.81 off the FIG-DMA curve; with efficiency_floor 0.5
+    # it is 0.5 + 0.5 x 0.81 = 0.905 (costs.py: floor + (1 - floor) x curve)
+    hw = tmp_path / "floor.toml"
+    hw.write_text('[cores.v3.timing.dma]\nefficiency_floor = { value = 0.5, source = "test" }\n')
+    a = np.zeros((4 * P, F), np.float32)
+    default = analyze(_est(four_tiles, a))["dma"]["transfers"]
+    whatif = analyze(_est(four_tiles, a, hardware_file=str(hw)))["dma"]["transfers"]
+    assert [x["efficiency"] for x in default] == pytest.approx([0.81] * len(default))
+    assert [x["efficiency"] for x in whatif] == pytest.approx([0.905] * len(whatif))

@@ -50,3 +50,75 @@ def test_a_scan_with_a_one_column_initial_value_costs_two_inputs():
     c = model().compute(ins("vector", "tensor_tensor_scan", [sbuf(1, 512), sbuf(2, 512),
                                                             sbuf(4, 1)], [sbuf(3, 512)], 512))
     assert c.occupancy_ns == pytest.approx(1084 / 1.12)
+
+
+# -- the rules on a schedule (both backends), trn1 --------------------------------------------
+
+def _sched(instrs, backend):
+    from trnsim.ir.trace import Trace
+    from trnsim.timing import dependencies, schedule
+    tr = Trace("trn1", [x._replace(index=k) for k, x in enumerate(instrs)])
+    m = CostModel(get_core("trn1"), get_chip("trn1"), engine_policy="fixed",
+                  stream_order="in_order")
+    return schedule(tr, m, dependencies(tr, backend=backend), backend=backend)
+
+
+BACKENDS = ["python", pytest.param("native", marks=pytest.mark.skipif(
+    "not __import__('trnsim.timing.native', fromlist=['x']).available()"))]
+
+
+def tt(a, b, out, free, engine="vector"):
+    return ins(engine, "tensor_tensor", [sbuf(a, free), sbuf(b, free)], [sbuf(out, free)], free)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_queued_instruction_hides_half_its_access_bubble(backend):
+    """Two independent tensor_tensor [128, 512] fp32 on VectorE: each costs 60 + 2 x 512 = 1084
+    cycles (967.857 ns at 1.12 GHz); the second, queued behind the first, hides half of its
+    60-cycle access start-up [ARCH2 "partly hidden by overlap"; bubble_overlap 0.5]: the engine
+    is free again at 2 x 1084 - 30 = 2138 cycles = 1908.929 ns."""
+    tl = _sched([tt(1, 2, 3, 512), tt(4, 5, 6, 512)], backend)
+    assert tl.busy_end[0] == pytest.approx(1084 / 1.12)
+    assert tl.busy_end[1] == pytest.approx(2138 / 1.12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dependent_instruction_waits_for_the_static_overhead(backend):
+    """tensor_tensor then a tensor_tensor reading its result: the second starts when the first's
+    result is ready, 100 cycles after it leaves the engine [ARCH2 "static instruction overhead
+    of 100 engine cycles" when each instruction depends on the previous one]: 1184 cycles =
+    1057.143 ns; nothing is hidden (the engine was idle, not queued)."""
+    tl = _sched([tt(1, 2, 3, 512), tt(3, 5, 6, 512)], backend)
+    assert tl.start[1] == pytest.approx(1184 / 1.12)
+    assert tl.busy_end[1] - tl.start[1] == pytest.approx(1084 / 1.12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vector_and_gpsimd_never_use_sbuf_together_on_v2(backend):
+    """Independent tensor_tensor [128, 512] fp32 on VectorE and on GpSimdE, both on SBUF: v2's
+    shared port serializes them [ARCH2 "VectorE and GpSimdE cannot access SBUF in parallel"].
+    Vector 1084 cycles at 1.12 GHz = 967.857 ns, then GpSimd 60 + 2 x 512 = 1084 cycles at 1.4 GHz
+    = 774.286 ns: the GpSimd instruction ends at 1742.143 ns, not at 774.286."""
+    tl = _sched([tt(1, 2, 3, 512), tt(4, 5, 6, 512, engine="gpsimd")], backend)
+    assert tl.start[1] == pytest.approx(1084 / 1.12)
+    assert tl.busy_end[1] == pytest.approx(1084 / 1.12 + 1084 / 1.4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_semaphore_wait_between_engines_costs_only_the_producer_latency(backend):
+    """VectorE tensor_tensor then a ScalarE activation of its result: the consumer starts when
+    the result is ready (1084 + 100 cycles at 1.12 GHz = 1057.143 ns) with no extra semaphore
+    time (timing.sync.cross_engine_ns = 0: the docs give none between compute engines)."""
+    act = ins("scalar", "activation", [sbuf(3, 512)], [sbuf(7, 512)], 512)
+    tl = _sched([tt(1, 2, 3, 512), act], backend)
+    assert tl.start[1] == pytest.approx(1184 / 1.12)
+
+
+def test_mid_size_free_dims_pay_the_second_pass_only_above_128():
+    """Two-input VectorE cost: ~2N cycles only when N > 128 [ARCH2]; at N = 128 one pass:
+    60 + 128 = 188 cycles (167.857 ns); at N = 129, 60 + 258 = 318 cycles (283.929 ns); at N = 2
+    the 64-cycle minimum II: 60 + 2 = 62 < 64, so 64 cycles (57.143 ns)."""
+    m = model()
+    assert m.compute(tt(1, 2, 3, 128)).occupancy_ns == pytest.approx(188 / 1.12)
+    assert m.compute(tt(1, 2, 3, 129)).occupancy_ns == pytest.approx(318 / 1.12)
+    assert m.compute(tt(1, 2, 3, 2)).occupancy_ns == pytest.approx(64 / 1.12)

@@ -10,7 +10,9 @@ def register(sub) -> None:
     """Add ``trnsim collective`` to the command line."""
     p = sub.add_parser("collective", help="time a collective (all-reduce, all-to-all, ...) on a fabric",
                        description="Simulate one collective on an instance, UltraServer or UltraCluster "
-                                   "(flow-level network model); ranks are NeuronCores as in nccom-test.")
+                                   "(flow-level network model, the Neuron runtime's choices and costs; ranks are "
+                                   "NeuronCores as in nccom-test), or on a GPU system (NVLink domains and the "
+                                   "network between them, NCCL's cost model; ranks are GPUs).")
     p.add_argument("op", metavar="OP", help="all-reduce | all-gather | reduce-scatter | all-to-all | "
                    "send-recv | broadcast")
     p.add_argument("--system", default="trn2.48xlarge", help="instance, UltraServer or chip "

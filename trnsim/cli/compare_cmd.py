@@ -44,8 +44,8 @@ def add_workload_args(p, task_default: str = "train") -> None:
     p.add_argument("--pue", type=float, default=None, help="data-center PUE (default: cost/data/power.toml)")
     p.add_argument("--start-delay", action="append", default=[], metavar="SYSTEM=90d",
                    help="wait for capacity before the run starts (adds to time to result)")
-    p.add_argument("--planner", action="store_true", help="Trainium training layouts from trnsim plan's full "
-                   "search (slower: ~10 s per system)")
+    p.add_argument("--planner", action="store_true", help="training layouts from trnsim plan's whole default "
+                   "space instead of compare's slice of it (slower: seconds per system)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--md", metavar="FILE", help="write a Markdown export")
     p.add_argument("--csv", metavar="FILE", help="write a CSV export (one row per system)")
@@ -66,18 +66,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Compare, then print the table (or JSON) and write the reports asked for."""
-    from ..compare import compare, parse_delays, parse_systems
-    from ..compare.search import choose, choose_with_planner
-    from ..compare.options import make_power, make_prices, make_workload
-    w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
-                      args.max_instances, args.precision, args.input, args.output, args.rate, args.slo_tpot_ms,
-                      args.slo_ttft_ms, args.lora_rank, args.lora_targets, args.framework, args.runs_per_month)
-    refs = parse_systems(args.systems, args.task)
-    baseline = args.baseline or next((r.key for r in refs if r.key == "p5.48xlarge"), refs[0].key)
-    with Progress(not args.json, len(refs)) as bar:
-        c = compare(w, refs, make_prices(args.price_kind, args.price, args.prices), make_power(args.pue),
-                    baseline, parse_delays(args.start_delay),
-                    choose_fn=choose_with_planner if args.planner else choose, progress=bar.step)
+    from .. import api
+    from ..compare import parse_delays, parse_systems
+    from ..compare.options import make_prices
+    systems = [r.key for r in parse_systems(args.systems, args.task)]
+    with Progress(not args.json, len(systems)) as bar:
+        c = api.compare(args.model, systems, args.task, make_prices(args.price_kind, args.price, args.prices),
+                        args.pue, args.baseline, parse_delays(args.start_delay), full_search=args.planner,
+                        progress=bar.step, tokens=args.tokens, seq=args.seq, batch_tokens=args.batch_tokens,
+                        deadline_days=args.deadline_days, max_instances=args.max_instances,
+                        precision=args.precision, input_len=args.input, output_len=args.output, rate=args.rate,
+                        slo_tpot_ms=args.slo_tpot_ms, slo_ttft_ms=args.slo_ttft_ms, lora_rank=args.lora_rank,
+                        lora_targets=args.lora_targets, framework=args.framework,
+                        runs_per_month=args.runs_per_month)
     d = c.to_dict()
     written = write_reports(d, args, "trnsim compare: " + str(args.model))
     if args.json:

@@ -1,10 +1,10 @@
 """``trnsim estimate train|infer``: model-level training step / inference estimates with memory fit,
-breakdown and error band (thin layer over ``trnsim.model.estimate_training`` / ``estimate_inference``)."""
+breakdown and error band (thin layer over ``trnsim.api.estimate_training`` / ``estimate_inference``)."""
 from __future__ import annotations
 
 import argparse
 
-from ..model import estimate_inference, estimate_training
+from .. import api
 from .output import Spinner, console, print_json, table
 
 
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
     t.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                    help="sequence parallel (with tp > 1; default: the framework's, on for NxD and Megatron)")
-    t.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
+    t.add_argument("--zero", type=int, default=None,
                    help="ZeRO stage: 1 optimizer states, 2 + gradients, 3 + weights sharded (default: the framework's)")
     t.add_argument("--framework", default=None,
                    help="memory layout and recipe defaults: nxd (Trainium default), optimum-neuron, megatron (GPU "
@@ -64,25 +64,16 @@ def register(subparsers) -> None:
     i.add_argument("--requests", type=int, default=200, help="requests simulated with --rate")
     i.add_argument("--max-batch", type=int, default=None, help="continuous-batching slots")
     i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--framework", default=None,
+                   help="serving framework whose step/request costs, memory rule and KV formats apply "
+                        "(Trainium: nxdi; GPUs: trtllm | vllm | sglang)")
+    i.add_argument("--kv-dtype", default=None, help="KV-cache format: bf16 | fp8 | fp4 (default: the framework's)")
+    i.add_argument("--replicas", type=int, default=1,
+                   help="copies of the tp x pp replica sharing the load (8 GPUs as 4 x TP2: --tp 2 --replicas 4)")
+    i.add_argument("--attention-dp", type=int, default=1,
+                   help="attention data-parallel groups within the TP group (MoE: experts over --ep ranks)")
     i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
-
-
-def _costs(args, instance: str):
-    """The OpCosts the user asked for (None = the system's own: the roofline, a GPU's calibrated costs)."""
-    if args.costs != "simulated":
-        return None
-    from ..errors import ConfigError
-    from ..hardware import load_catalog
-    from ..kernels import time_reference
-    from ..model.opcost import SimulatedOpCosts
-    from ..model.system import make_system
-    if make_system(instance, hardware_file=args.hardware).rank_name != "NeuronCore":
-        raise ConfigError(f"--costs simulated runs NKI reference kernels: it needs a Trainium system, not "
-                          f"{instance}", rule="costs", limit="roofline on a GPU system", value="simulated")
-    cat = load_catalog(args.hardware)
-    chip = cat.chips[cat.instance(instance).chip]
-    return SimulatedOpCosts(chip.target, hardware_file=args.hardware, timer=time_reference, lnc=args.lnc)
 
 
 def _band(x: float) -> str:
@@ -104,12 +95,13 @@ def _kinds_table(title: str, rows) -> object:
 
 def _train(args, inst: str):
     """The training estimate the command line asks for."""
-    return estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
-                             cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
-                             seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
-                             recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                             costs=_costs(args, inst), comm=args.comm, hardware_file=args.hardware,
-                             framework=args.framework, lora_rank=args.lora_rank, lora_targets=args.lora_targets)
+    return api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
+                                 cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
+                                 seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                                 recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
+                                 costs=args.costs, comm=args.comm, hardware_file=args.hardware,
+                                 framework=args.framework, lora_rank=args.lora_rank,
+                                 lora_targets=args.lora_targets)
 
 
 def cmd_train(args) -> int:
@@ -154,12 +146,14 @@ def cmd_train(args) -> int:
 
 def _infer(args, inst: str):
     """The inference estimate the command line asks for."""
-    return estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
-                              sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input, output_len=args.output,
-                              precision=args.precision, sparsity=args.sparsity, costs=_costs(args, inst),
-                              comm=args.comm, hardware_file=args.hardware, rate=args.rate,
-                              input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
-                              max_batch=args.max_batch, seed=args.seed)
+    return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
+                                  sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
+                                  output_len=args.output,
+                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
+                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
+                                  max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
+                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
 
 
 def cmd_infer(args) -> int:
@@ -184,7 +178,8 @@ def cmd_infer(args) -> int:
                      ("output tokens/s", f"{e.output_tokens_per_s:,.1f}", _band(eb["output_tokens_per_s"])),
                      (f"memory per {rank}", f"{e.memory_per_core_gib:.2f} GiB of {e.memory['hbm_per_core_gib']:.0f}",
                       ""),
-                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB", ""),
+                     (f"KV cache per {rank}", f"{e.kv_cache_gib:.3f} GiB"
+                      + (f" ({e.framework['kv_dtype']})" if e.framework else ""), ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
     out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
                     "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))

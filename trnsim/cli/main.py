@@ -60,9 +60,21 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         """Report a usage error: JSON on stdout under --json, argparse's usual text otherwise."""
+        message = _suggest_choice(message)
         if _Parser.json_errors:
             raise _UsageError(f"{self.prog}: {message}")
         super().error(message)
+
+
+def _suggest_choice(message: str) -> str:
+    """argparse's "invalid choice: 'ful' (choose from ...)" with the nearest choices suggested."""
+    import re
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if not m:
+        return message
+    from ..checks import did_you_mean
+    near = did_you_mean(m.group(1), [c.strip().strip("'") for c in m.group(2).split(",")])
+    return f"{message}: {near}" if near else message
 
 
 def build_parser() -> argparse.ArgumentParser:

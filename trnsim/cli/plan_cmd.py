@@ -2,7 +2,7 @@
 ``trnsim.plan.plan``; prices and power for --objective cost|energy come from ``trnsim.cost``)."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 from ..errors import ConfigError
 from ..model.comm import COMM_MODELS
@@ -20,7 +20,10 @@ def register(subparsers) -> None:
     p.add_argument("--count", "--nodes", dest="count", default="1",
                    help="instances / UltraServers: N, or a list N,M,... to let the planner choose")
     p.add_argument("--seq", type=int, default=2048, help="sequence length")
-    p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
+    p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
+    p.add_argument("--batch-tokens", type=float, default=None,
+                   help="tokens per step instead of --global-batch: each layout rounds them up to whole "
+                   "dp x micro-batch rounds and is ranked per token")
     p.add_argument("--precision", default="bf16", help="matmul format: bf16|fp8|mxfp8|mxfp4")
     p.add_argument("--sparsity", default=None, help="M:N structured sparsity, e.g. 4:16 (trn2/trn3)")
     p.add_argument("--objective", default="time", help="rank by time (s/step), cost (USD/step) or energy (J/step)")
@@ -29,7 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: the CPU cores)")
     p.add_argument("--space", action="append", default=[], metavar="NAME=V[,V...]",
                    help="override a search-space dimension (repeatable): tp_max (0 = one instance), pp_max, "
-                   "ep_max (0 = no cap), or a list for cp, vp, sp, zero, micro_batch, recompute, lnc; "
+                   "ep_max (0 = no cap), a list for cp, vp, sp, zero, micro_batch, recompute, lnc, or "
+                   "recompute_first_fit=true (estimate only each layout's least recompute that fits); "
                    "e.g. micro_batch=1,2 (defaults: trnsim/plan/data/space.toml)")
     p.add_argument("--comm", default=None, choices=COMM_MODELS,
                    help="collectives model (default: the one the estimator's calibration was fitted with)")
@@ -62,29 +66,6 @@ def parse_counts(text: str) -> List[int]:
     return out
 
 
-def simulated_costs(target: str, lnc: int, hardware_file: Optional[str] = None):
-    """Simulated op costs for a worker (module level, so worker processes can unpickle it)."""
-    from ..kernels import time_reference
-    from ..model.opcost import SimulatedOpCosts
-    return SimulatedOpCosts(target, hardware_file=hardware_file, timer=time_reference, lnc=lnc)
-
-
-def _price_and_power(args, objective: str):
-    """(price, power) callables from trnsim.cost for the objective that needs them, else (None, None)."""
-    if objective == "cost":
-        from ..cost import PriceBook, parse_price_args
-        book = PriceBook.load(kind=args.price_kind, overrides=parse_price_args(args.price),
-                              override_files=args.prices)
-        return book.hourly, None
-    if objective == "energy":
-        from ..cost import load_power_model, system_power
-        model = load_power_model()
-        if args.pue is not None:
-            model = model.with_overrides(pue=args.pue)
-        return None, lambda system, u: system_power(system, u, model).facility_watts
-    return None, None
-
-
 class _Bar:
     """A rich progress bar on stderr fed by the planner's (done, total, label) callback."""
 
@@ -115,18 +96,22 @@ class _Bar:
 
 def cmd_plan(args) -> int:
     """Run the planner and print the drop table and the best configurations."""
-    from ..plan import check_parquet_target, parse_space_args, plan, write_parquet
+    from .. import api
+    from ..plan import check_parquet_target, parse_space_args, write_parquet
     if args.out:
         check_parquet_target(args.out)
-    price, power = _price_and_power(args, args.objective)
-    costs = simulated_costs if args.costs == "simulated" else None
+    prices = None
+    if args.objective == "cost":
+        from ..compare.options import make_prices
+        prices = make_prices(args.price_kind, args.price, args.prices)
     with _Bar(not args.json) as bar:
-        r = plan(args.model, args.system, count=parse_counts(args.count), seq=args.seq,
-                 global_batch=args.global_batch, precision=args.precision, objective=args.objective, top=args.top,
-                 backend=args.backend, workers=args.workers, progress=bar, sparsity=args.sparsity, costs=costs,
-                 comm=args.comm, hardware_file=args.hardware, space=parse_space_args(args.space),
-                 price=price, power=power, keep_rows=bool(args.out), framework=args.framework,
-                 lora_rank=args.lora_rank, lora_targets=args.lora_targets)
+        r = api.plan(args.model, args.system, costs=args.costs, objective=args.objective, prices=prices,
+                     pue=args.pue, count=parse_counts(args.count), seq=args.seq, global_batch=args.global_batch,
+                     batch_tokens=args.batch_tokens, precision=args.precision, top=args.top,
+                     backend=args.backend, workers=args.workers, progress=bar, sparsity=args.sparsity,
+                     comm=args.comm, hardware_file=args.hardware, space=parse_space_args(args.space),
+                     keep_rows=bool(args.out), framework=args.framework, lora_rank=args.lora_rank,
+                     lora_targets=args.lora_targets)
     written = write_parquet(r, args.out) if args.out else None
     if args.json:
         d = r.to_dict()
@@ -142,14 +127,16 @@ def cmd_plan(args) -> int:
                     + [("(kept and estimated)", f"{r.estimated:,}", "", "")]))
     timed = r.objective == "time"
     score_col = {"time": [], "cost": ["USD/step"], "energy": ["kJ/step"]}[r.objective]
+    own = not r.global_batch   # batch_tokens: each layout's own global batch, shown
     scale = 1e-3 if r.objective == "energy" else 1.0
     rows = [(b.rank, b.label, *([] if timed else [f"{b.score * scale:,.4g}"]),
-             f"{b.step_time_s:.3f}", f"{b.tokens_per_s:,.0f}", f"{b.mfu:.1%}",
+             *([f"{b.global_batch:,}"] if own else []), f"{b.step_time_s:.3f}", f"{b.tokens_per_s:,.0f}", f"{b.mfu:.1%}",
              f"{b.memory_per_core_gib:.1f}/{b.hbm_per_core_gib:.0f}", f"{b.comm_exposed_s:.3f}", f"{b.bubble_s:.3f}")
             for b in r.best]
-    out.print(table(f"Best {len(r.best)} layouts of {r.model} on {counts} x {r.system} (seq {r.seq}, global batch "
-                    f"{r.global_batch}, {r.precision}), ranked by {r.objective}",
-                    ["#", "layout", *score_col, "step (s)", "tokens/s", "MFU", "GiB/core", "comm exp. (s)",
+    batch = f"global batch {r.global_batch}" if r.global_batch else f"{r.batch_tokens:,.0f} tokens per step"
+    out.print(table(f"Best {len(r.best)} layouts of {r.model} on {counts} x {r.system} (seq {r.seq}, {batch}, "
+                    f"{r.precision}), ranked by {r.objective}",
+                    ["#", "layout", *score_col, *(["global batch"] if own else []), "step (s)", "tokens/s", "MFU", "GiB/core", "comm exp. (s)",
                      "bubble (s)"], rows))
     out.print(f"{r.enumerated:,} configurations in {r.wall_s:.2f} s ({r.configs_per_s:,.0f}/s; "
               f"{r.memory_checked:,} memory-checked at {r.evaluated_per_s:,.0f}/s) on {r.backend} x {r.workers}")

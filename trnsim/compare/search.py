@@ -1,25 +1,43 @@
-"""Pick each system's configuration: a small search over parallel layouts (training) or TP degree and
-batch (serving). ``choose`` is the entry point; ``choose_with_planner`` (``--planner``) asks ``trnsim.plan``
-for the Trainium training layouts.
+"""Pick each system's configuration: the layouts come from the planner (``trnsim.plan``), over the slice of
+its space in ``data/search.toml`` (or its whole default space with ``full_search``). ``choose`` is the entry
+point, ``chooser(full_search)`` picks the variant.
 
 Training: the fewest instances (powers of two) on which some layout fits, then enough instances to meet
-the deadline (capped by ``max_instances``); at each size the fastest fitting layout. Serving: per TP
-degree, the largest batch meeting the TPOT / TTFT SLOs, replicas to carry the rate, the cheapest wins.
+the deadline (capped by ``max_instances``); at each size the planner's fastest layout (tokens per step
+rounded up to whole data-parallel rounds, ranked per token). Serving: per TP degree the planner's rules allow,
+the largest batch meeting the TPOT / TTFT SLOs, replicas to carry the rate, the cheapest wins.
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+try:  # Python 3.11+
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as _toml  # type: ignore
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig, load_model
 from .systems import SystemRef
 from .workload import Workload
 
-PP_CHOICES = (1, 2, 4, 8, 16)
-RECOMPUTE = ("none", "selective", "full")
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "search.toml")
+
+
+@functools.lru_cache(maxsize=1)
+def _raw() -> dict:
+    with open(DATA, "rb") as f:
+        return _toml.load(f)
+
+
+def setting(section: str, key: str) -> Any:
+    """A value of ``data/search.toml`` (``section.key``), without its source."""
+    node = _raw()[section][key]
+    return node["value"] if isinstance(node, Mapping) and "value" in node else node
 
 
 class NoFitError(ConfigError):
@@ -48,6 +66,9 @@ class Choice:
 
 
 # ------------------------------------------------------------------------------------------- training
+TRAIN_SPACE = ("pp_max", "cp", "ep_max", "vp", "sp", "zero", "micro_batch", "recompute", "recompute_first_fit")
+
+
 def _pow2(lo: int, hi: int) -> List[int]:
     out, v = [], 1
     while v <= hi:
@@ -57,85 +78,64 @@ def _pow2(lo: int, hi: int) -> List[int]:
     return out
 
 
-def _tp_choices(cfg: ModelConfig, ref: SystemRef, fast_domain: int) -> List[int]:
-    tps = [t for t in _pow2(1, min(fast_domain, 64)) if cfg.heads % t == 0
-           and (cfg.is_mla or cfg.n_kv % t == 0 or t % cfg.n_kv == 0)]
-    return tps or [1]
+def train_space(ref: SystemRef) -> Dict[str, Any]:
+    """Compare's slice of the planner's space on ``ref``: ``data/search.toml`` [train], TP capped at the
+    system's fastest domain (a Trainium instance, an NVLink domain), the system's default LNC."""
+    from ..model.system import make_system
+    s = make_system(ref.key)
+    space = {k: setting("train", k) for k in TRAIN_SPACE}
+    return dict(space, tp_max=min(int(setting("train", "tp_max")), s.fast_domain), lnc=[s.lnc])
 
 
-class _Estimator:
-    """The estimate and memory functions behind the training search, on any system (Trainium or GPU)."""
-
-    def __init__(self, ref: SystemRef, cfg: ModelConfig, w: Workload):
-        from ..model.system import make_system
-        self.ref, self.cfg, self.w = ref, cfg, w
-        s = make_system(ref.key)
-        self.per_node, self.fast = s.cores_per_node, s.fast_domain
-        self._sys: Dict[int, object] = {}
-
-    def system(self, nodes: int):
-        """The system on ``nodes`` instances (built once per node count)."""
-        if nodes not in self._sys:
-            from ..model.system import make_system
-            self._sys[nodes] = make_system(self.ref.key, nodes)
-        return self._sys[nodes]
-
-    def fits(self, nodes: int, tp: int, pp: int, rc: str) -> bool:
-        """Whether the layout's training memory fits (cheap: no op graph)."""
-        from ..model.memory import training_memory
-        from ..model.parallel import Parallel, ParallelError, resolve
-        s = self.system(nodes)
-        try:
-            par = resolve(Parallel(tp=tp, pp=pp, zero=1, sp=tp > 1), self.cfg, s)
-        except ParallelError:
-            return False
-        from ..model.frameworks import get_framework
-        from ..model.lora import make_lora
-        fw = get_framework(self.w.framework, gpu=s.rank_name != "NeuronCore")
-        lora = make_lora(self.w.lora_rank, self.w.lora_targets) if self.w.lora else None
-        over = {k: v for k, v in s.memory_overrides().items() if k != "memory.reserved_bytes_per_core"}
-        return training_memory(self.cfg, par, 1, self.w.seq, rc, float(s.hbm_bytes_per_core), over, lora,
-                               fw).fits
-
-    def estimate(self, nodes: int, tp: int, pp: int, rc: str):
-        """One training-step estimate of the layout (memory already checked)."""
-        from ..model.estimate import estimate_training
-        ranks = self.per_node * nodes
-        dp = ranks // (tp * pp)
-        gb = max(1, math.ceil(self.w.batch_tokens / self.w.seq / dp)) * dp
-        return estimate_training(self.cfg, self.system(nodes), tp=tp, pp=pp, zero=1 if dp > 1 else 0, sp=tp > 1,
-                                 seq=self.w.seq, global_batch=gb, recompute=rc, precision=self.w.precision,
-                                 check_memory=False, framework=self.w.framework, **self.w.lora)
+def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: Optional[Dict[str, Any]]):
+    """The planner's fastest layout on ``nodes`` x ``ref`` as a full training estimate (None if none fits)."""
+    from ..model.estimate import estimate_training
+    from ..plan import PlanError, plan
+    try:
+        r = plan(cfg, ref.key, count=nodes, seq=w.seq, batch_tokens=w.batch_tokens, precision=w.precision,
+                 objective="time", top=1, workers=1, space=space, keep_rows=False, framework=w.framework,
+                 lora_rank=w.lora_rank if w.lora else None, lora_targets=w.lora_targets if w.lora else None)
+    except PlanError as e:
+        if e.rule == "plan-empty":
+            return None
+        raise
+    c = r.best[0].config
+    return estimate_training(cfg, ref.key, nodes=nodes, tp=c["tp"], pp=c["pp"], cp=c["cp"], ep=c["ep"], vp=c["vp"],
+                             sp=c["sp"], zero=c["zero"], lnc=c["lnc"], seq=w.seq, global_batch=r.best[0].global_batch,
+                             micro_batch=c["micro_batch"], recompute=c["recompute"], precision=w.precision,
+                             check_memory=False, framework=w.framework, **w.lora)
 
 
-def _best_at(est: _Estimator, nodes: int):
-    """The fastest fitting layout on ``nodes`` (None if none fits)."""
-    best = None
-    for tp in _tp_choices(est.cfg, est.ref, est.fast):
-        tried = 0
-        for pp in (p for p in PP_CHOICES if est.cfg.layers % p == 0):
-            rc = next((r for r in RECOMPUTE if est.fits(nodes, tp, pp, r)), None)
-            if rc is None:
-                continue
-            try:
-                e = est.estimate(nodes, tp, pp, rc)
-            except ConfigError:
-                continue
-            if best is None or e.tokens_per_s > best.tokens_per_s:
-                best = e
-            tried += 1
-            if tried == 2:   # deeper pipelines only add bubble once a shallower one fits
-                break
-    return best
+def _scale_out(best_at: Callable, best, nodes: int, w: Workload):
+    """Scale out to meet the deadline: per round, the instances the ideal speed-up asks for, reached by
+    doubling and stopping at the first count that meets the deadline (the fewest instances that do)."""
+    for _ in range(int(setting("train", "scale_rounds"))):
+        t = w.total_tokens / best.tokens_per_s
+        if t <= w.deadline_s or nodes >= w.max_instances:
+            break
+        want = min(w.max_instances, nodes * 2 ** max(1, math.ceil(math.log2(t / w.deadline_s))))
+        found, n = None, nodes
+        while n < want:
+            n = min(want, n * 2)
+            cand = best_at(n)
+            if cand is not None:
+                found = (cand, n)
+                if w.total_tokens / cand.tokens_per_s <= w.deadline_s:
+                    break
+        if found is None:
+            break
+        best, nodes = found
+    return best, nodes
 
 
-def search_training(ref: SystemRef, w: Workload) -> Choice:
+def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> Choice:
     """Instances and layout for training ``w.tokens`` on ``ref`` within the deadline (see module doc)."""
     cfg = load_model(w.model) if isinstance(w.model, str) else w.model
-    est = _Estimator(ref, cfg, w)
+    space = None if full_search else train_space(ref)
+    best_at = functools.partial(_best_at, cfg, ref, w, space=space)
     best, nodes = None, 0
     for n in _pow2(1, w.max_instances):
-        best = _best_at(est, n)
+        best = best_at(n)
         if best is not None:
             nodes = n
             break
@@ -143,21 +143,17 @@ def search_training(ref: SystemRef, w: Workload) -> Choice:
         raise NoFitError(f"{cfg.name} does not fit on up to {w.max_instances} x {ref.key} with any layout tried",
                          limit=f"max_instances={w.max_instances}", value=ref.key,
                          hint="raise --max-instances or drop the system")
-    for _ in range(3):   # scale out to meet the deadline
-        t = w.total_tokens / best.tokens_per_s
-        if t <= w.deadline_s or nodes >= w.max_instances:
-            break
-        want = min(w.max_instances, nodes * 2 ** max(1, math.ceil(math.log2(t / w.deadline_s))))
-        bigger = _best_at(est, want)
-        if bigger is None:
-            break
-        best, nodes = bigger, want
+    best, nodes = _scale_out(best_at, best, nodes, w)
     time_s = w.total_tokens / best.tokens_per_s
     notes = [] if time_s <= w.deadline_s else \
         [f"misses the {w.deadline_s / 86400:g}-day deadline at the --max-instances cap ({w.max_instances})"]
     cfgd = {**{k: best.parallel[k] for k in ("tp", "pp", "dp", "cp", "sp", "zero")}, "recompute": best.recompute,
             "global_batch": best.global_batch, "seq": best.seq, "precision": best.precision,
             "lnc": best.lnc, "nodes": nodes}
+    if best.micro_batch != 1:   # the planner's whole space also searches micro-batches
+        cfgd["micro_batch"] = best.micro_batch
+    if full_search:
+        cfgd["planner"] = "full space"
     for k in ("framework", "lora"):   # named when the estimator reports them
         if best.parallel.get(k):
             cfgd[k] = best.parallel[k] if k != "lora" else f"r{best.parallel[k]['rank']}:{','.join(best.parallel[k]['targets'])}"
@@ -183,10 +179,11 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
     """TP degree, batch and replicas serving ``w.rate`` requests/s at the SLOs at the lowest cost per token
     (instances are whole: the cost of a partly used instance is paid in full)."""
     cfg = load_model(w.model) if isinstance(w.model, str) else w.model
+    from ..plan.hints import serving_tps
     est, per_inst, max_tp = _infer_fn(ref, cfg, w)
     best = None
     fitting = 0
-    for tp in _tp_choices(cfg, ref, max_tp):
+    for tp in serving_tps(cfg, min(max_tp, int(setting("infer", "tp_max")))):
         try:
             one = est(tp, 1)
         except ConfigError:
@@ -194,7 +191,7 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
         fitting += 1
         if w.slo_ttft_ms and one.ttft_ms > w.slo_ttft_ms:
             continue
-        for b in BATCHES:
+        for b in setting("infer", "batches"):
             try:
                 e = est(tp, b)
             except ConfigError:
@@ -209,7 +206,7 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
             cand = (key, tp, b, e, one, rps, replicas, instances)
             if best is None or cand[0] < best[0]:
                 best = cand
-        if fitting >= 3:
+        if fitting >= int(setting("infer", "fitting_tps")):
             break
     if best is None:
         slo = ", ".join(f"{k}={v} ms" for k, v in (("TPOT", w.slo_tpot_ms), ("TTFT", w.slo_ttft_ms)) if v)
@@ -228,34 +225,16 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
 
 
 def choose(ref: SystemRef, w: Workload) -> Choice:
-    """The configuration of ``ref`` for ``w`` by this module's search (fast: a compare of eight systems takes
-    about a second); ``choose_with_planner`` asks ``trnsim.plan`` instead where it can answer."""
+    """The configuration of ``ref`` for ``w``: training layouts from the planner over compare's slice of its
+    space (``data/search.toml``), serving from the TP degrees its rules allow."""
     return search_training(ref, w) if w.task in ("train", "finetune") else search_inference(ref, w)
 
 
-def choose_with_planner(ref: SystemRef, w: Workload) -> Choice:
-    """Like ``choose``, but a Trainium training layout comes from ``trnsim.plan.plan`` (its full search
-    space, ~10 s per system) at the instance count this module's search picked; the faster of the two wins."""
-    mine = choose(ref, w)
-    if ref.is_gpu or w.task != "train":
-        return mine
-    try:
-        from ..plan import plan
-    except ImportError:
-        return mine
-    c = mine.config
-    try:
-        best = plan(w.model, ref.key, count=mine.instances, seq=c["seq"], global_batch=c["global_batch"],
-                    precision=w.precision, objective="time", top=1).best
-    except ConfigError:
-        return mine
-    if not best or best[0].tokens_per_s <= mine.metrics["tokens_per_s"]:
-        return mine
-    b = best[0]
-    cfg = {**{k: b.config[k] for k in ("tp", "pp", "dp", "cp", "sp", "zero", "recompute", "lnc")},
-           "global_batch": c["global_batch"], "seq": c["seq"], "precision": w.precision, "nodes": mine.instances,
-           "planner": "trnsim.plan"}
-    metrics = {**mine.metrics, "tokens_per_s": b.tokens_per_s, "step_time_s": b.step_time_s, "mfu": b.mfu}
-    return Choice(system=ref, config=cfg, instances=mine.instances, time_s=w.total_tokens / b.tokens_per_s,
-                  tokens=w.total_tokens, busy=1.0, error_band=mine.error_band, metrics=metrics,
-                  notes=mine.notes + ("layout from trnsim.plan",))
+def choose_full(ref: SystemRef, w: Workload) -> Choice:
+    """Like ``choose``, but training layouts from the planner's whole default space (``--planner``; slower)."""
+    return search_training(ref, w, full_search=True) if w.task == "train" else search_inference(ref, w)
+
+
+def chooser(full_search: bool = False) -> Callable[[SystemRef, Workload], Choice]:
+    """``choose``, or ``choose_full`` with ``full_search``."""
+    return choose_full if full_search else choose

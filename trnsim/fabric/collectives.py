@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError
 from .algorithms import ALGORITHMS, OPS, NotApplicable, WrongOp
 from .config import load_fabric_config
+from . import fast
 from .flowsim import simulate
 from .runtime import (CLASSES_OF, chosen_classes, class_order, class_topology, group_topology, messages,
                       padded_sizes)
@@ -18,6 +19,8 @@ from .gpu import GpuTopology, build_gpu_topology, gpu_system_key, nccl_candidate
 from .schedule import RankSet
 from .topology import Topology, build_topology
 from .units import parse_size
+
+FAST_MAX_RANKS = 65536  # larger groups (whole UltraClusters) report the flow simulation's choice only
 
 _ALIASES = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter",
             "alltoall": "all-to-all", "sendrecv": "send-recv", "bcast": "broadcast",
@@ -129,6 +132,16 @@ def _cached(topo: Topology, op: str, size: float, ranks, algorithm: Optional[str
         return CollectiveResult(topo.system, op, size, n, rs.chips(), topo.units, topo.lnc, "none", 0.0,
                                 0.0, 0.0, "none", 0.0, False, "", 0.0, (), tuple(skipped))
     t, sched, sim = best
+    if mode == "runtime" and rs.n <= FAST_MAX_RANKS:
+        # the time and algorithm an estimate charges (FabricComm's closed forms; exact for ring-type schedules,
+        # within a few per cent of the flow simulation otherwise), the simulation's busiest link beside it
+        group = tuple(int(r) for r in rs.all_ranks())
+        cands = fast.candidates(topo, op, group, hardware_file, True, in_graph)
+        if cands:
+            name, t = fast.choose(cands, size, cfg, rt.step_overhead_s, True)
+            if name != sched.algorithm:  # the busiest link of the algorithm reported
+                alt, _, _ = best_schedule(topo, op, size, rs, cfg, (name,), rt=rt, mode="fastest")
+                sched, sim = (alt[1], alt[2]) if alt else (replace(sched, algorithm=name), sim)
     t += rt.launch_overhead_s
     times = [(a, (x + rt.launch_overhead_s) * 1e6) for a, x in times]
     algbw = size / t / 1e9

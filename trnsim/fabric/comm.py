@@ -12,11 +12,11 @@ import os
 from typing import Dict, Optional, Sequence, Tuple
 
 from .algorithms import ALGORITHMS
-from .closed_form import algorithm_pieces, piece_times
+from . import fast
 from .collectives import canonical_op, runtime_schedule
 from .config import load_fabric_config
 from .gpu import build_gpu_topology, gpu_system_key, nccl_time
-from .runtime import CLASSES_OF, class_topology, group_topology, padded_sizes, pick
+from .runtime import group_topology
 from .schedule import RankSet
 from .topology import build_topology
 
@@ -81,28 +81,18 @@ class FabricComm:
         else:
             coeffs = None if self.simulate else self._fast(op, group)
             if coeffs:
-                name, t = self._pick(coeffs, float(size_bytes))
-                for padded in padded_sizes(float(size_bytes), self.cfg) if self.runtime else ():
-                    alt = self._pick(coeffs, padded)
-                    if alt[1] < t:
-                        name, t = alt
+                name, t = fast.choose(coeffs, float(size_bytes), self.cfg, self.step_s, self.runtime)
             else:
                 name, t = self._simulated(op, float(size_bytes), group)
             hit = (name, t + self.launch_s)
         self._memo[key] = hit
         return hit
 
-    def _pick(self, coeffs, size: float) -> Tuple[str, float]:
-        """(algorithm, network + step seconds) the runtime picks at ``size`` from the closed forms."""
-        times = piece_times([(c[0],) + c[2:] for c in coeffs], size, self.step_s)
-        return pick([(n, c[1], t) for (n, t), c in zip(times, coeffs)], size, self.cfg,
-                    "runtime" if self.runtime else "fastest")
-
     def _fast(self, op: str, group: Tuple[int, ...]) -> Optional[list]:
         """Closed-form candidates of a regular-grid group, or None (irregular: simulate instead); shared by
         every FabricComm of the process (the planner builds one per configuration)."""
-        return _pieces(group_topology(self.topology, group), op, group, self.hardware_file, self.runtime,
-                       self.in_graph)
+        return fast.candidates(group_topology(self.topology, group), op, group, self.hardware_file, self.runtime,
+                               self.in_graph)
 
     def _simulated(self, op: str, size: float, group: Tuple[int, ...]) -> Tuple[str, float]:
         """The flow simulator's choice and its seconds (no launch overhead)."""
@@ -116,22 +106,6 @@ class FabricComm:
                               f" ({'; '.join(r for _, r in skipped)})", rule="fabric-algorithm",
                               limit=list(ALGORITHMS), value="runtime")
         return best[1].algorithm, best[0]
-
-
-@functools.lru_cache(maxsize=8192)
-def _pieces(topo, op: str, group: Tuple[int, ...], hardware_file: Optional[str], runtime: bool,
-            in_graph: bool) -> Optional[list]:
-    rs = RankSet(topo, group)
-    if not rs.is_grid:
-        return None
-    cfg = load_fabric_config(hardware_file)
-    rt = cfg.runtime(topo.chip).call(in_graph) if runtime else None
-    out = []
-    for cls in ("mesh", "rdh", "ring"):  # each class at its own fraction of link rate
-        names = tuple(n for n in ALGORITHMS if cls in CLASSES_OF[n][:None if runtime else 1])
-        out += [(c[0], cls) + c[1:] for c in algorithm_pieces(class_topology(topo, cls, rt, op) if rt else topo,
-                                                                op, rs, cfg, names)]
-    return out
 
 
 @functools.lru_cache(maxsize=256)

@@ -262,16 +262,25 @@ class InstructionList(Sequence):
         self._starts.insert(s + 1, i)
         return s + 1
 
-    def _renumber(self) -> None:
-        starts, pos = [], 0
-        segs = [s for s in self._segs if _seg_len(s) or s is self._segs[-1]]
-        for seg in segs:
+    def _renumber(self, first: int = 0) -> None:
+        """Recompute segment starts and record indices from segment ``first`` on (the ones
+        before it are unchanged: a block inserted at segment ``first`` moves only what follows),
+        dropping empty segments but the last."""
+        old = self._segs
+        last = old[-1]
+        segs, starts = old[:first], self._starts[:first]
+        pos = starts[-1] + _seg_len(segs[-1]) if segs else 0
+        for seg in old[first:]:
+            n = _seg_len(seg)
+            if not n and seg is not last:
+                continue
             starts.append(pos)
+            segs.append(seg)
             if isinstance(seg, list):
                 for k, ins in enumerate(seg):
                     if ins.index != pos + k:
                         seg[k] = ins._replace(index=pos + k)
-            pos += _seg_len(seg)
+            pos += n
         if not isinstance(segs[-1], list):
             segs.append([])
             starts.append(pos)
@@ -283,7 +292,7 @@ class InstructionList(Sequence):
         s = self._cut(pos)
         self._segs.insert(s, block)
         self._starts.insert(s, pos)
-        self._renumber()
+        self._renumber(s)
 
     def insert_many(self, items: Sequence[Tuple[int, "Instruction"]]) -> None:
         """Insert instructions, each before the record at its position (positions in the current

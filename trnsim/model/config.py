@@ -64,13 +64,13 @@ def load_file(path: str) -> ModelConfig:
         with open(path, "rb") as fh:
             try:
                 return from_mapping(_toml.load(fh), path)
-            except _toml.TOMLDecodeError as e:
+            except (_toml.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:
                 raise ModelConfigError(f"{path} is not valid TOML: {e}", rule="model-config-syntax",
                                        value=path) from None
     with open(path, encoding="utf-8") as fh:
         try:
             d = json.load(fh)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise ModelConfigError(f"{path} is not valid JSON: {e}", rule="model-config-syntax",
                                    value=path) from None
     name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "model"

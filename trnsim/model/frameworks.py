@@ -1,90 +1,107 @@
-"""Training frameworks as data (``data/frameworks.toml``): how each lays out weights, gradients and optimizer
-state (ZeRO stage and its sharding group), the memory it reserves, its recipe defaults (sequence parallel,
-recompute) and its fixed per-step cost per generation."""
+"""Serving frameworks as data (``data/frameworks.toml``): per-step and per-request costs, the memory each one
+leaves the KV cache, prefill chunking and KV-cache formats.  A framework is a serving setting the user names
+(``--framework trtllm|vllm|sglang|nxdi``), not a constant hidden in the estimator."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from dataclasses import asdict, dataclass
+from typing import Mapping, Optional, Tuple
 
 from ..errors import ConfigError
 from .datafiles import load
 
-TRAINIUM_DEFAULT = "nxd"
-GPU_DEFAULT = "megatron"
-ZERO_STAGES = (0, 1, 2, 3)
-
-
-class FrameworkError(ConfigError):
-    """A training framework name or setting the estimator does not know."""
-    rule = "framework"
+MEMORY_RULES = ("free", "total")
+KV_FORMATS = ("bf16", "fp8", "fp4")
+# the weight precisions narrower than 16 bits (the "weights" KV default picks an 8-bit cache for them)
+NARROW_WEIGHTS = ("fp8", "mxfp8", "fp4", "mxfp4")
 
 
 @dataclass(frozen=True)
 class Framework:
-    """One framework's memory layout and recipe defaults (figures from frameworks.toml)."""
+    """One serving framework's figures (seconds, bytes, tokens)."""
+    key: str
     name: str
-    label: str
-    zero: int
-    shard_over_cp: bool
-    grad_bytes: float
-    main_grad_bytes: float
+    systems: str
+    step_overhead_s: float
+    request_overhead_s: float
+    memory_rule: str
+    kv_fraction: float
     reserve_bytes: float
-    sp: bool
-    recompute: str
-    fixed_step_s: Dict[str, float] = field(default_factory=dict)
-    sources: Dict[str, str] = field(default_factory=dict)
+    prefill_chunk_tokens: int
+    max_batch: int
+    kv_default: str
+    kv_formats: Tuple[str, ...]
 
-    def step_cost_s(self, target: str) -> float:
-        """Fixed seconds per step on generation ``target`` (``trn2``, ``h100-sxm`` -> ``h100``); 0 if none."""
-        t = (target or "").lower()
-        if t in self.fixed_step_s:
-            return self.fixed_step_s[t]
-        for k, v in self.fixed_step_s.items():
-            if t.startswith(k):
-                return v
-        return 0.0
+    def to_dict(self) -> dict:
+        """JSON-ready figures."""
+        d = asdict(self)
+        d["kv_formats"] = list(self.kv_formats)
+        return d
 
 
-def _val(node: Any) -> Any:
-    return node["value"] if isinstance(node, Mapping) and "value" in node else node
+def framework_names() -> Tuple[str, ...]:
+    """The frameworks the data file describes."""
+    return tuple(k for k in load("frameworks") if k != "kv_bytes")
 
 
-def names() -> tuple:
-    """The frameworks frameworks.toml describes."""
-    return tuple(load("frameworks"))
+def load_framework(key: str, overrides: Optional[Mapping[str, object]] = None) -> Framework:
+    """The framework ``key`` with ``overrides`` (``{"vllm.kv_fraction": 0.95}`` or ``{"kv_fraction": 0.95}``)."""
+    raw = load("frameworks")
+    names = framework_names()
+    if key not in names:
+        raise ConfigError(f"unknown serving framework {key!r}", rule="framework", limit=names, value=key)
+    over = dict(overrides or {})
+    vals = {}
+    for field, v in raw[key].items():
+        v = v["value"] if isinstance(v, Mapping) else v
+        vals[field] = over.get(f"{key}.{field}", over.get(field, v))
+    fw = Framework(key=key, name=str(vals["name"]), systems=str(vals["systems"]),
+                   step_overhead_s=float(vals["step_overhead_s"]),
+                   request_overhead_s=float(vals["request_overhead_s"]), memory_rule=str(vals["memory_rule"]),
+                   kv_fraction=float(vals["kv_fraction"]), reserve_bytes=float(vals["reserve_bytes"]),
+                   prefill_chunk_tokens=int(vals["prefill_chunk_tokens"]), max_batch=int(vals["max_batch"]),
+                   kv_default=str(vals["kv_default"]), kv_formats=tuple(vals["kv_formats"]))
+    _check(fw)
+    return fw
 
 
-def get_framework(name: Optional[str], gpu: bool = False, overrides: Optional[Mapping] = None) -> Framework:
-    """A framework by name (None: NeuronX Distributed on Trainium, Megatron on GPUs); ``overrides`` keys
-    ``"<framework>.<figure>"`` replace single figures."""
-    key = (name or (GPU_DEFAULT if gpu else TRAINIUM_DEFAULT)).lower()
-    data = load("frameworks")
-    if key not in data:
-        raise FrameworkError(f"unknown training framework {name!r}", limit=sorted(data), value=name)
-    raw = dict(data[key])
-    over = {k.split(".", 1)[1]: v for k, v in (overrides or {}).items() if k.startswith(key + ".")}
-    get = lambda k: over.get(k, _val(raw.get(k)))  # noqa: E731
-    steps = {g: float(_val(v)) for g, v in (raw.get("fixed_step_s") or {}).items()}
-    steps.update({k.split(".", 1)[1]: float(v) for k, v in over.items() if k.startswith("fixed_step_s.")})
-    srcs = {k: v.get("source", "") for k, v in raw.items() if isinstance(v, Mapping) and "source" in v}
-    return Framework(name=key, label=str(raw.get("label", key)), zero=int(get("zero")),
-                     shard_over_cp=bool(get("shard_over_cp")), grad_bytes=float(get("grad_bytes")),
-                     main_grad_bytes=float(get("main_grad_bytes")), reserve_bytes=float(get("reserve_bytes")),
-                     sp=bool(get("sp")), recompute=str(get("recompute")), fixed_step_s=steps, sources=srcs)
+def _check(fw: Framework) -> None:
+    if fw.memory_rule not in MEMORY_RULES:
+        raise ConfigError(f"{fw.key}.memory_rule", rule="framework-figure", limit=MEMORY_RULES,
+                          value=fw.memory_rule)
+    if not 0 < fw.kv_fraction <= 1:
+        raise ConfigError(f"{fw.key}.kv_fraction must be in (0, 1]", rule="framework-figure", limit="(0, 1]",
+                          value=fw.kv_fraction)
+    for name in ("step_overhead_s", "request_overhead_s", "reserve_bytes", "prefill_chunk_tokens"):
+        if getattr(fw, name) < 0:
+            raise ConfigError(f"{fw.key}.{name} must be >= 0", rule="framework-figure", limit=">= 0",
+                              value=getattr(fw, name))
+    if fw.max_batch < 1:
+        raise ConfigError(f"{fw.key}.max_batch must be >= 1", rule="framework-figure", limit=">= 1",
+                          value=fw.max_batch)
 
 
-def check_zero(zero: int) -> int:
-    """A ZeRO stage 0-3, or a FrameworkError naming the limit."""
-    if zero not in ZERO_STAGES:
-        raise FrameworkError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}", limit=ZERO_STAGES, value=zero)
-    return int(zero)
+def kv_bytes(fmt: str) -> float:
+    """Bytes per stored KV element of a cache format (scales included)."""
+    table = load("frameworks")["kv_bytes"]
+    if fmt not in table:
+        raise ConfigError(f"unknown KV-cache format {fmt!r}", rule="kv-dtype", limit=tuple(table), value=fmt)
+    return float(table[fmt]["value"])
 
 
-def defaults_note(fw: Framework, zero: int, sp: bool, recompute: str, chosen: Mapping[str, bool]) -> str:
-    """One line naming the framework settings in force and which came from its defaults (switchable)."""
-    parts = []
-    for what, val, flag in (("ZeRO", f"ZeRO-{zero}" if zero else "no ZeRO", "--zero"),
-                            ("sp", "sequence parallel" if sp else "no sequence parallel", "--sp / --no-sp"),
-                            ("recompute", f"{recompute} recompute", "--recompute")):
-        parts.append(val + ("" if chosen.get(what) else f" (default; {flag})"))
-    return f"{fw.label}: " + ", ".join(parts)
+def resolve_kv(fw: Framework, kv: Optional[str], weight_precision: str, hardware_formats: Tuple[str, ...]) -> str:
+    """The KV-cache format a deployment uses: the one asked for, else the framework's default; refused where
+    the framework or the hardware lacks it."""
+    if kv is None:
+        if fw.kv_default == "weights":
+            kv = "fp8" if weight_precision in NARROW_WEIGHTS and "fp8" in hardware_formats else "bf16"
+        else:
+            kv = fw.kv_default
+    kv = {"fp16": "bf16", "auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "nvfp4": "fp4"}.get(kv, kv)
+    if kv not in KV_FORMATS:
+        raise ConfigError(f"unknown KV-cache format {kv!r}", rule="kv-dtype", limit=KV_FORMATS, value=kv)
+    if kv not in fw.kv_formats:
+        raise ConfigError(f"{fw.name} has no {kv} KV cache", rule="kv-dtype", limit=fw.kv_formats, value=kv)
+    if kv not in hardware_formats:
+        raise ConfigError(f"the hardware has no {kv} format for a KV cache", rule="kv-dtype",
+                          limit=hardware_formats, value=kv)
+    return kv

@@ -3,7 +3,7 @@ recompute), KV cache, runtime reserve; checked against the core's share of HBM.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Mapping, Optional
 
 from ..errors import ConfigError
@@ -20,6 +20,17 @@ RECOMPUTE = ("none", "selective", "full")
 class MemoryFitError(ConfigError):
     """The model does not fit in the HBM of one NeuronCore with the chosen layout."""
     rule = "memory-fit"
+    what: str = ""            # the message before its hint
+    suggestions: tuple = ()
+
+    def with_suggestions(self, first: List[str]) -> "MemoryFitError":
+        """The same error with ``first`` (layouts that fit) ahead of its own suggestions, two at most."""
+        sugg = (list(first) + [s for s in self.suggestions if s not in first])[:2]
+        head = self.what or self.message
+        hint = ("try " + " or ".join(sugg)) if sugg else self.hint
+        err = MemoryFitError(f"{head}; {hint}", limit=self.limit, value=self.value, hint=hint)
+        err.what, err.suggestions = self.what, tuple(sugg)
+        return err
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,7 @@ def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int,
                     hbm_per_core: float, overrides: Optional[Mapping] = None, lora=None,
                     framework=None, mm_in_bytes: Optional[float] = None) -> MemoryBreakdown:
     """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights, laid out as
-    ``framework`` (a ``frameworks.Framework``; None: the historical layout, ZeRO-1 over dp, fp32 grads) does
+    ``framework`` (a ``train_frameworks.Framework``; None: the historical layout, ZeRO-1 over dp, fp32 grads) does
     at ZeRO stage ``par.zero``. With ``lora`` the base weights are frozen: only adapters have gradients and
     optimizer state; activations are kept for the backward pass except the inputs of frozen linear layers
     without an adapter (their input gradient needs only the weight). ``mm_in_bytes``:
@@ -219,27 +230,55 @@ def kv_cache_bytes(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, kv_byt
 
 
 def inference_memory(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, weight_bytes: float,
-                     hbm_per_core: float, prompt: int = 0, overrides: Optional[Mapping] = None) -> MemoryBreakdown:
+                     hbm_per_core: float, prompt: int = 0, overrides: Optional[Mapping] = None,
+                     kv_bytes: Optional[float] = None, framework=None, attention_dp: int = 1) -> MemoryBreakdown:
     """Per-core memory for serving: weights in the chosen format, KV cache, the prefill working set
-    (experts spread over the TP group when ep > 1)."""
+    (experts spread over the TP group when ep > 1).
+
+    ``kv_bytes`` is the KV-cache element size (default: the estimator's inference.kv_bytes). With a
+    ``framework`` (``frameworks.Framework``), its reserve and memory rule apply and prefill runs in chunks of
+    its token budget. ``attention_dp`` > 1: attention runs data-parallel over that many groups of tp /
+    attention_dp ranks, each holding its own sequences' KV cache (an MLA latent cache is sharded, not copied),
+    and the experts are spread over all ``par.ep`` ranks."""
     f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
-    p = params_per_core(cfg, par, ep_in_tp=True)
+    kvb = f("inference.kv_bytes") if kv_bytes is None else float(kv_bytes)
+    dp = max(1, int(attention_dp))
+    if dp > 1:
+        apar = replace(par, tp=max(1, par.tp // dp))
+        p = params_per_core(cfg, apar, ep_in_tp=False)
+        seqs = -(-batch // dp)
+    else:
+        apar, p, seqs = par, params_per_core(cfg, par, ep_in_tp=True), batch
     act = f("inference.activation_bytes")
     mult = 3 if cfg.mlp == "swiglu" else 2
     # largest live activation of a layer: the residual stream plus Q/K/V, or the MLP's intermediate
-    width = max(cfg.hidden * 4, mult * (cfg.moe_intermediate if cfg.is_moe else cfg.intermediate) / par.tp)
-    working = batch * max(prompt, 1) * width * act + batch * cfg.vocab / par.tp * f("training.fp32_bytes")
-    return MemoryBreakdown(weights=p * weight_bytes, gradients=0.0, optimizer=0.0, activations=working,
-                           activations_no_recompute=working,
-                           kv_cache=kv_cache_bytes(cfg, par, batch, ctx, f("inference.kv_bytes")),
-                           reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
+    width = max(cfg.hidden * 4, mult * (cfg.moe_intermediate if cfg.is_moe else cfg.intermediate) / apar.tp)
+    tokens = seqs * max(prompt, 1)
+    chunk = framework.prefill_chunk_tokens if framework is not None else 0
+    if chunk:   # chunked prefill: one token budget of prompts is in flight at a time
+        tokens = min(tokens, max(chunk, 1))
+    working = tokens * width * act + seqs * cfg.vocab / apar.tp * f("training.fp32_bytes")
+    kv = kv_cache_bytes(cfg, apar, seqs, ctx, kvb)
+    weights = p * weight_bytes
+    reserved, budget = f("memory.reserved_bytes_per_core"), hbm_per_core
+    if framework is not None:
+        reserved = framework.reserve_bytes
+        if framework.memory_rule == "total":
+            budget = hbm_per_core * framework.kv_fraction
+        else:   # the KV pool takes kv_fraction of what is free: the rest of the free memory stays unused
+            reserved += kv * (1.0 / framework.kv_fraction - 1.0)
+    return MemoryBreakdown(weights=weights, gradients=0.0, optimizer=0.0, activations=working,
+                           activations_no_recompute=working, kv_cache=kv, reserved=reserved, hbm_per_core=budget)
 
 
 def fit_error(mem: MemoryBreakdown, suggestions: List[str], what: str, rank: str = "NeuronCore") -> MemoryFitError:
     """The error for a layout that does not fit, with the numbers and what to try (``rank``: NeuronCore or
-    GPU)."""
+    GPU).  The layouts that fit come from the planner a layer up (``trnsim.api`` adds them with
+    ``MemoryFitError.with_suggestions``)."""
     need, have = mem.total / GIB, mem.hbm_per_core / GIB
     hint = ("try " + " or ".join(suggestions)) if suggestions else \
-        "no layout tried fits: use more nodes, a larger instance or a smaller model"
-    return MemoryFitError(f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB; {hint}",
-                          limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)
+        "`trnsim plan` lists the layouts that fit; or use more nodes, a larger instance or a smaller model"
+    head = f"{what} needs {need:.1f} GiB per {rank}, has {have:.0f} GiB"
+    err = MemoryFitError(f"{head}; {hint}", limit=f"{have:.1f} GiB", value=f"{need:.1f} GiB", hint=hint)
+    err.what, err.suggestions = head, tuple(suggestions)
+    return err

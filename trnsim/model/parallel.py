@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import List, Optional
 
+from . import layout_rules as rules
 from .config import ModelConfig
 from .system import ParallelError, System, SystemModel, make_system
 
@@ -46,7 +47,7 @@ def _bad(msg: str, rule: str, limit, value, hint: Optional[str] = None):
 
 
 def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optional[int] = None) -> Parallel:
-    """Fill in dp and check every divisibility rule against the model and the machine."""
+    """Fill in dp and check every divisibility rule (``layout_rules``) against the model and the machine."""
     unit = "logical NeuronCores" if system.rank_name == "NeuronCore" else f"{system.rank_name}s"
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
@@ -54,35 +55,13 @@ def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optiona
     if par.zero not in (0, 1, 2, 3):
         _bad("--zero must be 0, 1, 2 or 3 (ZeRO stage)", "parallel-zero", (0, 1, 2, 3), par.zero)
     total = system.cores if ranks is None else ranks
-    if total % par.model_parallel:
-        _bad(f"tp x pp x cp = {par.model_parallel} does not divide the {total} {unit}",
-             "parallel-cores", f"a divisor of {total}", par.model_parallel)
+    lnc = f", LNC={system.lnc}" if system.rank_name == "NeuronCore" else ""
+    where = f" ({system.nodes} x {system.key}{lnc})" if ranks is None else ""
+    bad = rules.structure(rules.ModelFacts.of(cfg), total, par.tp, par.pp, par.cp, par.ep, par.vp, par.sp,
+                          par.dp, where, unit)
+    if bad:
+        _bad(bad.message, bad.rule, bad.limit, bad.value, bad.hint)
     dp = par.dp or total // par.model_parallel
-    if par.model_parallel * dp != total:
-        _bad(f"tp x pp x cp x dp = {par.model_parallel * dp} but the system has {total} {unit} "
-             f"({system.nodes} x {system.key}" + (f", LNC={system.lnc})" if system.rank_name == "NeuronCore" else ")"), "parallel-cores", total,
-             par.model_parallel * dp, hint=f"use --dp {total // par.model_parallel} or change --nodes")
-    if cfg.heads % par.tp:
-        _bad(f"tp={par.tp} does not divide the {cfg.heads} attention heads of {cfg.name}", "parallel-tp-heads",
-             f"a divisor of {cfg.heads}", par.tp)
-    if not cfg.is_mla and cfg.n_kv % par.tp and par.tp % cfg.n_kv:
-        _bad(f"tp={par.tp} and the {cfg.n_kv} KV heads of {cfg.name} must divide one another",
-             "parallel-tp-kv-heads", f"a divisor or multiple of {cfg.n_kv}", par.tp)
-    if par.pp * par.vp > cfg.layers:   # an uneven split is allowed: the heaviest stage takes the extra layers
-        _bad(f"pp x vp = {par.pp * par.vp} exceeds the {cfg.layers} layers of {cfg.name}",
-             "parallel-pp-layers", f"at most {cfg.layers}", par.pp * par.vp)
-    if par.ep > 1:
-        if not cfg.is_moe:
-            _bad(f"expert parallelism needs an MoE model; {cfg.name} is dense", "parallel-ep", 1, par.ep)
-        if cfg.experts % par.ep:
-            _bad(f"ep={par.ep} does not divide the {cfg.experts} experts of {cfg.name}", "parallel-ep-experts",
-                 f"a divisor of {cfg.experts}", par.ep)
-        if dp % par.ep and (dp * par.tp) % par.ep:
-            _bad(f"ep={par.ep} must divide dp={dp} (experts over data-parallel ranks) or dp x tp = {dp * par.tp} "
-                 "(experts over the TP ranks too, expert tensor parallel 1)", "parallel-ep-dp",
-                 f"a divisor of {dp} or {dp * par.tp}", par.ep)
-    if par.sp and par.tp == 1:
-        _bad("sequence parallel needs tp > 1", "parallel-sp", "tp > 1", par.tp)
     return replace(par, dp=dp)
 
 
@@ -91,15 +70,9 @@ def check_batch(par: Parallel, seq: int, global_batch: int, micro_batch: int) ->
     if micro_batch < 1 or global_batch < 1 or seq < 1:
         _bad("seq, global batch and micro batch must be positive", "batch", ">= 1",
              min(seq, global_batch, micro_batch))
-    if global_batch % (par.dp * micro_batch):
-        _bad(f"global batch {global_batch} is not a multiple of dp x micro batch = {par.dp * micro_batch}",
-             "batch-dp", f"a multiple of {par.dp * micro_batch}", global_batch)
-    if seq % par.cp:
-        _bad(f"cp={par.cp} does not divide the sequence length {seq}", "parallel-cp-seq",
-             f"a divisor of {seq}", par.cp)
-    if par.sp and seq % (par.tp * par.cp):
-        _bad(f"sequence parallel needs tp x cp = {par.tp * par.cp} to divide seq {seq}", "parallel-sp-seq",
-             f"a divisor of {seq}", par.tp * par.cp)
+    bad = rules.batch(par.dp, par.tp, par.cp, par.sp, seq, global_batch, micro_batch)
+    if bad:
+        _bad(bad.message, bad.rule, bad.limit, bad.value, bad.hint)
     return global_batch // (par.dp * micro_batch)
 
 

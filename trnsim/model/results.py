@@ -117,6 +117,7 @@ class InferenceEstimate:
     sim_seconds: float
     serving: Optional[ServingEstimate] = None
     notes: Tuple[str, ...] = field(default_factory=tuple)
+    framework: Optional[Mapping[str, Any]] = None   # the serving framework's figures and the KV-cache format
     # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
 

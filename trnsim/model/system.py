@@ -44,6 +44,11 @@ class SystemModel(Protocol):
         ...
 
     @property
+    def lncs(self) -> tuple:
+        """The LNC settings the system may run at (what a layout search enumerates; (1,) on a GPU)."""
+        ...
+
+    @property
     def fast_domain(self) -> int:
         """Ranks joined by the fastest fabric (a Trainium instance, an NVLink domain)."""
         ...
@@ -117,6 +122,11 @@ class TrainiumSystem:
     def cores_per_node(self) -> int:
         """Logical NeuronCores per instance."""
         return self.cores_per_chip * self.instance.chips
+
+    @property
+    def lncs(self) -> tuple:
+        """The LNC settings the core supports."""
+        return tuple(sorted(self.core.lnc))
 
     @property
     def cores(self) -> int:

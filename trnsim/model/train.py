@@ -11,7 +11,7 @@ from ..checks import check_params
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
-from .frameworks import check_zero, defaults_note, get_framework
+from .train_frameworks import check_zero, defaults_note, get_framework
 from .lora import adapter_params_total, make_lora
 from .memory import (GIB, adapter_params_per_core, expert_params_per_core, fit_error, params_per_core, shard_degree,
                      training_memory)
@@ -108,38 +108,24 @@ def _zero3_gathers(ctx: Context, par: Parallel, p_dense: float, m: int, window: 
                                      overlapped=hidden, group="dp")}
 
 
-def _suggest(cfg: ModelConfig, par: Parallel, system: SystemModel, mb: int, seq: int, recompute: str,
-             hbm: float, lora=None, fw=None, overrides: Optional[Mapping] = None,
-             mm_in: Optional[float] = None) -> List[str]:
-    """Layouts near ``par`` that fit, fewest changes first: a higher ZeRO stage (the framework setting that
-    shards gradients, then weights), larger TP or PP, selective or full recompute."""
-    def doubles(x: int, per: int) -> List[int]:
-        out, v = [x], x * 2
-        while v * per <= system.cores:
-            out.append(v)
-            v *= 2
-        return out
-    zero_names = {1: "--zero 1 (optimizer states sharded)", 2: "--zero 2 (+ gradients sharded)",
-                  3: "--zero 3 (FSDP: + weights sharded)"}
+ZERO_NAMES = {1: "--zero 1", 2: "--zero 2", 3: "--zero 3"}   # optimizer states / + gradients / + weights sharded
+
+
+def _settings_that_fit(cfg: ModelConfig, par: Parallel, mb: int, seq: int, recompute: str, hbm: float, lora=None,
+                       fw=None, overrides: Optional[Mapping] = None, mm_in: Optional[float] = None) -> List[str]:
+    """Framework settings that make this very layout fit, fewest changes first: a higher ZeRO stage (sharding
+    gradients, then weights), selective or full recompute.  Other layouts come from the planner (the api)."""
     found = []
-    zeros = sorted({par.zero, 1, 2, 3}) if par.dp > 1 or par.zero else [par.zero]
-    for zero in [z for z in zeros if z >= par.zero]:
-        for tp in doubles(par.tp, par.pp * par.cp):
-            for pp in doubles(par.pp, tp * par.cp):
-                for rc in sorted({recompute, "selective", "full"}, key=lambda r: (r != recompute, r == "full")):
-                    cand = replace(par, tp=tp, pp=pp, zero=zero, dp=0)
-                    try:
-                        cand = resolve(cand, cfg, system)
-                    except ParallelError:
-                        continue
-                    if zero and cand.dp == 1:
-                        continue
-                    if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides, lora, fw, mm_in).fits:
-                        continue
-                    flags = [f for f, on in ((f"--tp {tp}", tp != par.tp), (f"--pp {pp}", pp != par.pp),
-                                             (zero_names.get(zero, ""), zero != par.zero),
-                                             (f"--recompute {rc}", rc != recompute)) if on]
-                    found.append((len(flags), tp * pp, zero, " ".join(flags)))   # settings before layouts
+    zeros = [z for z in (par.zero, 1, 2, 3) if z >= par.zero] if par.dp > 1 else [par.zero]
+    for zero in sorted(set(zeros)):
+        for rc in sorted({recompute, "selective", "full"}, key=lambda r: (r != recompute, r == "full")):
+            cand = replace(par, zero=zero)
+            if not training_memory(cfg, cand, mb, seq, rc, hbm, overrides, lora, fw, mm_in).fits:
+                continue
+            flags = [f for f, on in ((ZERO_NAMES.get(zero, ""), zero != par.zero),
+                                     (f"--recompute {rc}", rc != recompute)) if on]
+            if flags:
+                found.append((len(flags), zero, " ".join(flags)))
     found.sort()
     return [f for *_, f in found[:2]]
 
@@ -148,6 +134,10 @@ def _framework_settings(fw, par: Parallel, sp, zero, recompute):
     """Fill the settings the user left as None with the framework's defaults; return them and which were
     chosen by the user (named in the estimate's notes)."""
     chosen = {"ZeRO": zero is not None, "sp": sp is not None, "recompute": recompute is not None}
+    if zero is not None and (isinstance(zero, bool) or not isinstance(zero, int)):
+        check_zero(zero)   # a FrameworkError naming the stages
+    if sp is not None and not isinstance(sp, bool):
+        raise ParallelError(f"sp must be true or false, got {sp!r}", rule="parallel-sp", limit=(True, False), value=sp)
     if zero is None:
         zero = fw.zero if par.dp > 1 else 0
     if sp is None:
@@ -175,6 +165,8 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
                  global_batch=global_batch, micro_batch=micro_batch)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
+    seq = 2048 if seq is None else seq                      # None: not given, the default
+    micro_batch = 1 if micro_batch is None else micro_batch
     fw = get_framework(framework, gpu=system.rank_name != "NeuronCore", overrides=overrides)
     lora = make_lora(lora_rank, lora_targets)
     base = resolve(Parallel(tp=tp, pp=pp, dp=dp or 0, cp=cp, ep=ep, vp=vp, sp=False, zero=0), cfg, system)
@@ -199,7 +191,9 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         if full.fits:
             escalated, recompute, mem = recompute, "full", full
     if check_memory and not mem.fits:
-        raise fit_error(mem, _suggest(cfg, par, system, micro_batch, seq, recompute, hbm, lora, fw, mem_over, mm_in),
+        # other layouts that fit come from the planner a layer up (trnsim.api adds them); here the framework
+        # settings that make this layout fit
+        raise fit_error(mem, _settings_that_fit(cfg, par, micro_batch, seq, recompute, hbm, lora, fw, mem_over, mm_in),
                         f"training {cfg.name} on {system.key} with tp={par.tp} pp={par.pp} dp={par.dp} "
                         f"zero={par.zero}", system.rank_name)
 
@@ -253,7 +247,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         notes.append(f"{fw.label}'s default {escalated} recompute does not fit; full recompute is used "
                      f"(choose with --recompute)")
     if fixed:
-        notes.append(f"fixed per-step cost {fixed:.2f} s ({fw.label} on {system.target}; frameworks.toml)")
+        notes.append(f"fixed per-step cost {fixed:.2f} s ({fw.label} on {system.target}; train_frameworks.toml)")
     if lora:
         notes.append(f"LoRA r={lora.rank} on {','.join(lora.targets)}: base weights frozen, "
                      f"{adapter_params_total(cfg, lora):,.0f} trainable parameters; MFU counts 6 x all "

@@ -29,6 +29,7 @@ class Layout:
     mm_dtype: str = "bfloat16"   # matmul Op dtype (precision)
     weight_bytes: float = 2.0
     act_bytes: float = 2.0
+    kv_bytes: float = 0.0        # KV-cache element bytes read by attention (0: act_bytes)
 
 
 def _mm(name: str, m: int, k: int, n: int, lay: Layout, batch: int = 1, weight: bool = True) -> Op:
@@ -46,13 +47,16 @@ def _vec(kind: str, name: str, rows: int, cols: int, lay: Layout, passes: float 
 
 
 def _attn(name: str, b: int, q: int, kv: int, heads: int, kv_heads: int, hd: int, hd_v: int, causal: bool,
-          lay: Layout) -> Op:
+          lay: Layout, kv_width: int = 0) -> Op:
     """Flash-style attention: S = QK^T and O = PV never leave the core; causal halves the work (with context
-    parallelism too: the load-balanced split gives every rank half of its queries' keys on average)."""
+    parallelism too: the load-balanced split gives every rank half of its queries' keys on average).
+    Keys and values are read in the KV cache's format; ``kv_width`` is the elements per token and KV head
+    stored (default hd + hd_v; an absorbed MLA latent serves as both key and value)."""
     frac = 0.5 if causal and q > 1 else 1.0
     flops = 2.0 * b * heads * q * kv * (hd + hd_v) * frac
     a = lay.act_bytes
-    byts = b * (q * heads * (hd + hd_v) * a + kv * kv_heads * (hd + hd_v) * a)
+    kvb = lay.kv_bytes or a
+    byts = b * (q * heads * (hd + hd_v) * a + kv * kv_heads * (kv_width or hd + hd_v) * kvb)
     return Op(kind="attention", name=name, dtype=lay.mm_dtype if lay.mm_dtype != "mxfp4" else "mxfp8",
               q_len=q, kv_len=kv, head_dim=hd, heads=heads * b, causal=causal and q > 1, batch=1,
               flops=flops, bytes=byts)
@@ -75,7 +79,7 @@ def layer_forward(cfg: ModelConfig, moe: bool, b: int, q: int, kv: int, lay: Lay
         ops.append(_mm("attn.kv_a", T, h, cfg.kv_lora_rank + cfg.qk_rope_head_dim, lay))
         if decode:  # absorbed MLA: attend over the compressed latent, one shared "KV head"
             lat = cfg.kv_lora_rank + cfg.qk_rope_head_dim
-            ops.append(_attn("attn.core", b, q, kv, heads, 1, lat, cfg.kv_lora_rank, False, lay))
+            ops.append(_attn("attn.core", b, q, kv, heads, 1, lat, cfg.kv_lora_rank, False, lay, kv_width=lat))
         else:
             ops.append(_mm("attn.kv_b", T, cfg.kv_lora_rank, heads * (cfg.qk_nope_head_dim + cfg.v_head_dim), lay))
             ops.append(_attn("attn.core", b, q, kv, heads, heads, qk, cfg.v_head_dim, cfg.causal, lay))

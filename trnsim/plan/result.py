@@ -42,6 +42,7 @@ class Ranked:
     comm_exposed_s: float
     bubble_s: float
     micro_batches: int
+    global_batch: int = 0     # sequences per step of this layout
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict."""
@@ -55,7 +56,7 @@ class PlanResult:
     system: str
     counts: Tuple[int, ...]
     seq: int
-    global_batch: int
+    global_batch: int          # 0: each layout's own (``Ranked.global_batch``) from ``batch_tokens``
     precision: str
     objective: str
     objective_unit: str
@@ -70,6 +71,7 @@ class PlanResult:
     eval_wall_s: float
     space: Mapping[str, Any]
     notes: Tuple[str, ...] = ()
+    batch_tokens: float = 0.0
     rows: Tuple[Evaluated, ...] = field(default=(), repr=False)   # every memory-checked configuration
     scores: Tuple[float, ...] = field(default=(), repr=False)     # objective per row (inf if not estimated)
 
@@ -90,7 +92,7 @@ class PlanResult:
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (the rows are left out; write them with ``write_parquet``)."""
         return dict(model=self.model, system=self.system, counts=list(self.counts), seq=self.seq,
-                    global_batch=self.global_batch, precision=self.precision, objective=self.objective,
+                    global_batch=self.global_batch, batch_tokens=self.batch_tokens, precision=self.precision, objective=self.objective,
                     objective_unit=self.objective_unit, enumerated=self.enumerated,
                     memory_checked=self.memory_checked, estimated=self.estimated,
                     dropped=[d.to_dict() for d in self.dropped], best=[b.to_dict() for b in self.best],

@@ -35,6 +35,7 @@ class SearchSpace:
     micro_batch: Tuple[int, ...] = (1,)
     recompute: Tuple[str, ...] = ("none",)
     lnc: Tuple[int, ...] = ()
+    recompute_first_fit: bool = False
 
     @classmethod
     def default(cls, overrides: Optional[Mapping[str, Any]] = None) -> "SearchSpace":
@@ -58,6 +59,10 @@ class SearchSpace:
 
 def _coerce(name: str, v: Any) -> Any:
     """Check one dimension's value: caps are non-negative ints, grids non-empty lists of valid values."""
+    if name == "recompute_first_fit":
+        if isinstance(v, str):
+            return v.lower() in ("1", "true", "on", "yes")
+        return bool(v[0] if isinstance(v, (list, tuple)) and v else v)
     if name.endswith("_max"):
         if isinstance(v, (list, tuple)) or not isinstance(v, int) or v < 0:
             raise PlanError(f"search-space cap {name} must be a non-negative integer", rule="plan-space",
@@ -133,10 +138,10 @@ class Grids:
         return n
 
 
-def grids(space: SearchSpace, cores: int, cores_per_node: int, experts: int) -> Grids:
-    """The grids for a system of ``cores`` logical cores (``cores_per_node`` per instance) and a model
-    with ``experts`` routed experts (0: dense, so EP stays 1)."""
-    tp_cap = space.tp_max or cores_per_node
+def grids(space: SearchSpace, cores: int, fast_domain: int, experts: int) -> Grids:
+    """The grids for a system of ``cores`` ranks (``fast_domain`` of them joined by the fastest fabric: a
+    Trainium instance, an NVLink domain) and a model with ``experts`` routed experts (0: dense, EP stays 1)."""
+    tp_cap = space.tp_max or fast_domain
     # EP degrees that divide both the cores and the experts: the others could never place the experts
     ep = tuple(d for d in divisors(cores, space.ep_max or cores) if experts % d == 0) if experts else (1,)
     return Grids(tp=divisors(cores, tp_cap), pp=divisors(cores, space.pp_max or cores), vp=space.vp,

@@ -185,8 +185,9 @@ def instruction_columns(trace):
 
 
 def _cost_model(est: Estimate, c):
-    # the DMA rule reads only the core's own figures (the estimate's, what-if files included);
-    # the chip supplies the HBM share, which the fields shown here do not use
+    # the estimate's own rules (its hardware file, engine policy and stream order) when it has them
+    if getattr(est, "model", None) is not None:
+        return est.model
     from ..hardware import load_catalog
     from ..timing.costs import CostModel
     return CostModel(c.spec, load_catalog().chip_for(est.target), lnc=len(est.cores))

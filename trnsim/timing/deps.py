@@ -18,8 +18,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..ir.trace import Region, Trace
 
-BUCKET_ONCHIP = 2048      # bytes per bucket within a partition (one PSUM bank)
-BUCKET_HBM = 1 << 16      # bytes per bucket along an HBM tensor
+from .regions import BUCKET_HBM, BUCKET_ONCHIP, physical, physical_map  # noqa: F401  (API)
 
 
 class _Tensor:
@@ -46,23 +45,6 @@ def dependencies(trace: Trace, backend: str = "auto",
     if native.resolve(backend):
         return native.dependencies(trace, reorder)
     return dependencies_py(trace, reorder)
-
-
-def physical_map(trace: Trace) -> Dict[int, Tuple[int, int]]:
-    """SBUF tile id -> (physical buffer id, byte offset) the compiler's allocator gave it
-    (``trace.meta['sbuf_placement']``, nki/core/placement.py); empty under the private policy."""
-    flat = trace.meta.get("sbuf_placement") or ()
-    return {int(flat[k]): (int(flat[k + 1]), int(flat[k + 2])) for k in range(0, len(flat), 3)}
-
-
-def physical(reg: Region, remap: Dict[int, Tuple[int, int]]):
-    """``reg``'s (memory, buffer) key and rectangle, on its physical bytes where it was placed."""
-    p0, p1, b0, b1 = reg.partition, reg.partition + reg.partitions, reg.start, reg.stop
-    if remap and reg.memory == "sbuf":
-        hit = remap.get(reg.tensor)
-        if hit is not None:
-            return ("sbuf", hit[0]), p0, p1, b0 + hit[1], b1 + hit[1]
-    return (reg.memory, reg.tensor), p0, p1, b0, b1
 
 
 def dependencies_py(trace: Trace, reorder: Sequence[str] = ()) -> List[Tuple[int, ...]]:

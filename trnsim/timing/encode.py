@@ -23,8 +23,9 @@ import numpy as np
 from ..ir.trace import Instruction, Region, Trace
 from .assign import cost_on
 from .costs import CostModel
-from .deps import physical_map
+from .regions import physical_map
 from .rules import PSUM_PORT_ENGINES, SBUF_PORT_ENGINES
+from . import native_ext
 from ..ir.engines import ENGINE_CODE, ENGINE_ORDER, check as check_engine
 
 # CostModel fields read per region (costs.py); the rest (tensor, name, partition, start, stop) is
@@ -95,8 +96,7 @@ class EncodedTrace:
 
 def encode(trace: Trace) -> EncodedTrace:
     """Encode ``trace`` (C encoder when available, else ``encode_py``)."""
-    from . import native
-    mod = native.module()
+    mod = native_ext.module()
     if mod is None:
         return encode_py(trace)
     try:
@@ -104,7 +104,7 @@ def encode(trace: Trace) -> EncodedTrace:
             enc = _NativeEncoder(mod).run(_plan(trace.instructions))
         except _BlockMismatch:  # a loop block this code cannot expand: read it record by record
             enc = _NativeEncoder(mod).run([(False, trace.instructions)])
-    except native.NotTuples:  # records that are not NamedTuples: the attribute-based encoder
+    except native_ext.NotTuples:  # records that are not NamedTuples: the attribute-based encoder
         return encode_py(trace)
     enc.placement = physical_map(trace)
     return enc

@@ -49,6 +49,9 @@ class Estimate:
     sim_seconds: float = 0.0
     kernel: str = "kernel"
     chip: Optional[ChipSpec] = None   # the chip the core belongs to (HBM peak of the profile)
+    # the cost rules that timed it (hardware file, engine policy and stream order included): the
+    # profile explains the run with these, never with a model rebuilt from defaults
+    model: Optional[CostModel] = None
 
     @property
     def latency_ns(self) -> float:
@@ -192,7 +195,8 @@ def estimate(traces: Sequence[Trace], target: str, hardware_file: Optional[str] 
     model = CostModel(core, chip, lnc=len(traces), hardware_file=hardware_file,
                       engine_policy=engine_policy, stream_order=stream_order)
     cores = [CoreEstimate(i, tr, schedule(tr, model), core) for i, tr in enumerate(traces)]
-    return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel, chip=chip)
+    return Estimate(target=target, cores=cores, sim_seconds=sim_seconds, kernel=kernel, chip=chip,
+                    model=model)
 
 
 def estimate_run(run, target: Optional[str] = None, hardware_file: Optional[str] = None,

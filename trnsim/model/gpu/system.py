@@ -11,6 +11,7 @@ from ...errors import ConfigError
 from ..efficiency import Calibration
 from ..precision import Precision, PrecisionError
 from .costs import GpuOpCosts
+from .serving_costs import GpuServingCosts
 from .efficiency import estimator_figures, load_efficiency
 from ...hardware.gpus import GpuCatalog, GpuSpec, GpuSystemSpec, load_gpu_catalog
 
@@ -47,6 +48,11 @@ class GpuSystem:
     def cores(self) -> int:
         """GPUs of the whole system."""
         return self.spec.gpus * self.nodes
+
+    @property
+    def lncs(self) -> tuple:
+        """One rank per GPU: LNC 1 only."""
+        return (1,)
 
     @property
     def cores_per_chip(self) -> int:
@@ -110,7 +116,10 @@ class GpuSystem:
             eff.setdefault("matmul", min(1.0, table.matmul[prec.name] * scale))
             eff.setdefault("attention", min(1.0, table.attention[table.attention_precision]
                                             * f["training.matmul_bf16_scale"]))
-        costs = self._costs[key] = GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+            costs = GpuOpCosts(self.gpu.key, prec.name, efficiency=eff, catalog=self.catalog)
+        else:   # serving costs each op by phase and shape (serving.toml); ``efficiency`` overrides its factors
+            costs = GpuServingCosts(self.gpu.key, prec.name, overrides=eff, catalog=self.catalog)
+        self._costs[key] = costs
         return costs
 
     def roofline(self, prec: Precision) -> None:
@@ -122,9 +131,10 @@ class GpuSystem:
         """No model-side factors (they are in the op costs); error bands and rows of the GPU estimator."""
         band = self.figures["training.error_band" if training else "inference.error_band"]
         bands = {"train": band, "ttft": band, "tpot": band}
-        rows = ("P294", "P301", "P310") if training else ()
+        rows = ("P294", "P301", "P310") if training else ("P235", "P239", "P243", "P245", "P250", "found-2026-11b")
         note = ("GPU op costs: roofline x efficiency factors re-fitted on gpus.csv (model/gpu/data)" if training
-                else "GPU serving: roofline x stated efficiencies, unvalidated (no inference row)")
+                else "GPU serving op costs per generation, precision and phase (model/gpu/data/serving.toml), "
+                     "fitted on published serving rows (bench/gpu_serving.py)")
         return Calibration(factors={}, bands=bands, rows=rows, note=note)
 
     def collectives(self, hardware_file: Optional[str] = None, simulate: bool = False):

@@ -2,18 +2,19 @@
 and manually placed legacy block tensors (block index -> the byte offset of its tile)."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 import numpy as np
 
-from . import tensor as _tensor  # a cycle inside core: read at call time only
+if TYPE_CHECKING:
+    from .tensor import NkiTensor
 
 
 class Gather:
     """A non-strided access: per-dim integer index arrays into ``base`` (read/written under mask)."""
     __slots__ = ("base", "index", "shape", "index_tiles")
 
-    def __init__(self, base: "_tensor.NkiTensor", index: Tuple, shape: Tuple[int, ...], index_tiles=()):
+    def __init__(self, base: "NkiTensor", index: Tuple, shape: Tuple[int, ...], index_tiles=()):
         self.base = base          # a strided NkiTensor
         self.index = index        # tuple of int arrays / ints / index tiles, one per base dim
         self.shape = shape
@@ -24,7 +25,7 @@ class Gather:
         out = []
         nd = len(self.shape)
         for ix in self.index:
-            if isinstance(ix, _tensor.NkiTensor):
+            if hasattr(ix, "_st") and hasattr(ix, "array"):   # an index tile (NkiTensor)
                 v = tile_values[id(ix)] if tile_values else ix.array()
                 v = np.asarray(v).astype(np.int64)
             elif hasattr(ix, "resolve_index"):  # an index computed from tile values at access time

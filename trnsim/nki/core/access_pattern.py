@@ -6,7 +6,13 @@ import numpy as np
 
 from ...errors import IndexingError, OutOfBoundsError, ShapeError
 from .index_exprs import _is_int
-from .tensor import Gather, NkiTensor
+from typing import TYPE_CHECKING
+
+from .access_kinds import Gather
+from .storage import retype as _retype
+
+if TYPE_CHECKING:
+    from .tensor import NkiTensor
 
 
 def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
@@ -72,7 +78,7 @@ def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, 
                 f".ap pattern {pattern} (offset {offset}) leaves tensor '{t.name}'",
                 rule="err_tensor_access_out_of_bound", limit=f"{st.nbytes} B",
                 value=f"bytes {lo - st.base_off}..{hi - st.base_off}"))
-        r = NkiTensor(st, start, shape, strides, new_dt, None, owner=t._owner, name=t._name)
+        r = type(t)(st, start, shape, strides, new_dt, None, owner=t._owner, name=t._name)
     else:
         if vector_offset is not None:
             raise IndexingError(".ap vector_offset indexes HBM tensors only", rule="ap-indirect",
@@ -97,10 +103,9 @@ def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, 
                 rule="err_tensor_access_out_of_bound",
                 limit=f"{st.partitions} partitions x {row} B",
                 value=f"partitions {p0}..{p0 + pnum - 1}, bytes {lo}..{hi}"))
-        r = NkiTensor(st, st.base_off + p0 * st.pstride + f0, shape, strides, new_dt, 0,
+        r = type(t)(st, st.base_off + p0 * st.pstride + f0, shape, strides, new_dt, 0,
                       owner=t._owner, name=t._name)
     if sd != st.sdtype:
-        from .tensor import _retype
         r = _retype(r, sd)
     return r
 
@@ -139,7 +144,7 @@ def _vector_offset_view(t: NkiTensor, pattern, start: int, rows, d_ind: int, new
     """A gather over the flat storage: partition p reads row ``rows[p]`` of dim ``d_ind``."""
     st = t._st
     isz = sd.itemsize
-    if not isinstance(rows, NkiTensor):
+    if not isinstance(rows, type(t)):
         raise IndexingError(".ap vector_offset must be an SBUF tensor of row indices",
                             rule="ap-indirect", value=type(rows).__name__)
     shape = tuple(n for _, n in pattern)
@@ -173,7 +178,7 @@ class _Deferred:
 
 def _deferred_oob(t: NkiTensor, shape, new_dt, error: Exception) -> NkiTensor:
     g = Gather(t, (_Deferred(error),), tuple(shape), ())
-    return NkiTensor(t._st, t._off, tuple(shape), (0,) * len(shape), new_dt,
+    return type(t)(t._st, t._off, tuple(shape), (0,) * len(shape), new_dt,
                      0 if t._st.memory != "hbm" else None, gather=g, owner=t._owner, name=t._name)
 
 
@@ -182,13 +187,12 @@ def _flat_gather(t: NkiTensor, index, shape, new_dt, sd, tiles) -> NkiTensor:
     positions, an array or an object resolved at access time)."""
     st = t._st
     isz = sd.itemsize
-    flat = NkiTensor(st, st.base_off, (st.nbytes // isz,), (isz,), new_dt, None, owner=t._owner,
+    flat = type(t)(st, st.base_off, (st.nbytes // isz,), (isz,), new_dt, None, owner=t._owner,
                      name=t._name)
     if sd != st.sdtype:
-        from .tensor import _retype
         flat = _retype(flat, sd)
     g = Gather(flat, (index,), tuple(shape), tuple(tiles))
-    return NkiTensor(flat._st, st.base_off, tuple(shape), (0,) * len(shape), new_dt, None, gather=g,
+    return type(t)(flat._st, st.base_off, tuple(shape), (0,) * len(shape), new_dt, None, gather=g,
                      owner=t._owner, name=t._name)
 
 
@@ -241,7 +245,7 @@ def _scalar_value(x) -> int:
     reg = getattr(x, "_trnsim_register_value", None)
     if reg is not None:
         return int(reg())
-    if isinstance(x, NkiTensor):
+    if hasattr(x, "_st") and hasattr(x, "array"):   # a tensor (not imported: tensor.py needs this module)
         return int(np.asarray(x.array()).reshape(-1)[0])
     if _is_int(x):
         return int(x)

@@ -168,6 +168,12 @@ BINARY: Dict[str, Callable] = {
 }
 BITVEC = frozenset(["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift",
                     "logical_shift_right", "arithmetic_shift_right"])
+TS_UNARY_BITVEC = frozenset(["invert"])  # "Bitwise Not": a unary operator of the bitvec group
+
+
+def is_bitvec(name) -> bool:
+    """True for the ALU's bitvec operators (bitwise and shifts, and bitwise not)."""
+    return name in BITVEC or name in TS_UNARY_BITVEC
 
 # reductions over free axes: (numpy reducer, identity for masked-out elements)
 REDUCE: Dict[str, tuple] = {

@@ -213,3 +213,24 @@ def _fill(buf: np.ndarray, sdtype: np.dtype, fill: str) -> None:
                 typed[:] = pattern[0]
             return
     typed[:] = 4 if sdtype.kind in "iu" else 0  # the official simulator's integer sentinel
+
+
+def retype(t, sd: np.dtype):
+    """Tensor view ``t`` made to read its storage as dtype ``sd`` (an alias sharing bytes and init
+    map; the original storage keeps the accounting)."""
+    st = t._st
+    if st.sdtype == sd:
+        return t
+    alias = Storage.__new__(Storage)
+    for s in Storage.__slots__:
+        if s == "__weakref__":
+            continue
+        try:
+            object.__setattr__(alias, s, getattr(st, s))
+        except AttributeError:
+            pass
+    alias.sdtype = sd
+    alias.accountant = None  # the original storage does the accounting
+    t._st = alias
+    t._arr = None
+    return t

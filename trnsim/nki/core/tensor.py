@@ -22,7 +22,7 @@ from . import dtypes as dt, fastpath
 from .access_kinds import BlockMap, Gather  # noqa: F401  (re-exported)
 from .views import ViewMethods
 from .refcount import _TEMP_REFS, _TEMP_REFS_INPLACE
-from .storage import Storage
+from .storage import Storage, retype as _retype  # noqa: F401  (re-exported)
 
 
 def _prod(xs) -> int:
@@ -395,23 +395,3 @@ def register_hooks(**fns: Callable) -> None:
 
 
 _hooks = _Hooks()
-
-
-def _retype(t: NkiTensor, sd: np.dtype) -> NkiTensor:
-    """A view whose storage is read with dtype ``sd`` (shares bytes and init map)."""
-    st = t._st
-    if st.sdtype == sd:
-        return t
-    alias = Storage.__new__(Storage)
-    for s in Storage.__slots__:
-        if s == "__weakref__":
-            continue
-        try:
-            object.__setattr__(alias, s, getattr(st, s))
-        except AttributeError:
-            pass
-    alias.sdtype = sd
-    alias.accountant = None  # the original storage does the accounting
-    t._st = alias
-    t._arr = None
-    return t

@@ -2,10 +2,10 @@
 ``expand_dim``, ``ap`` ...): each builds another view of the same storage."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ...errors import IndexingError, ShapeError, UnsupportedError
-from . import tensor as _tensor  # a cycle inside core: read at call time only
 
 if TYPE_CHECKING:
     from .tensor import NkiTensor
@@ -29,7 +29,7 @@ class ViewMethods:
     def select(self, dim: int, index) -> "NkiTensor":
         """Remove ``dim`` at ``index``; a tensor or register index selects at run time."""
         dim = dim + self.ndim if dim < 0 else dim
-        if isinstance(index, _tensor.NkiTensor) or hasattr(index, "_trnsim_register_value"):
+        if isinstance(index, type(self)) or hasattr(index, "_trnsim_register_value"):
             if self.on_chip and dim == (self._pdim or 0):
                 raise IndexingError("a dynamic select cannot index the partition dim of an on-chip "
                                     "tensor", rule="select-dynamic-partition", value=dim)
@@ -107,7 +107,7 @@ class ViewMethods:
 
     def flatten_dims(self, start: int, end: int) -> "NkiTensor":
         """A view merging dims ``start``..``end`` into one."""
-        merged = _tensor._prod(self._shape[start:end + 1])
+        merged = math.prod(int(x) for x in self._shape[start:end + 1])
         shape = self._shape[:start] + (merged,) + self._shape[end + 1:]
         return self.reshape(shape)
 

@@ -12,13 +12,14 @@ import numpy as np
 
 from ...errors import KernelError, MemoryAccessError, ShapeError
 from ..core import dtypes as dt, fastpath, gates
-from ..core.alu import BINARY, BITVEC, UNARY, token_name
+from ..core.alu import BINARY, BITVEC, TS_UNARY_BITVEC, UNARY, is_bitvec, token_name  # noqa: F401
 from ..core.broadcast_lowering import lower_implicit
 from ..core.context import current
 from ..core.index_exprs import _IndexBase
 from ..core.tensor import NkiTensor
 from . import base, hot_update
 from .base import emit, f32, op_mask, read, tile, where
+from .operands import register_stage_copy
 
 _BF16 = dt.bfloat16
 _INT_EXACT = frozenset(["add", "subtract", "multiply", "maximum", "minimum", "mod"])
@@ -33,16 +34,10 @@ def _is_scalar(x) -> bool:
 # Unary operators of the ALU table (nki.api.shared.rst, tbl-aluop): ``tensor_scalar`` and
 # ``tensor_scalar_reduce`` take them as op0/op1 with the operand ``None`` or ``0`` (ISA docs).
 TS_UNARY_ARITH = frozenset(["abs", "square", "relu", "rsqrt", "reciprocal"])
-TS_UNARY_BITVEC = frozenset(["invert"])  # "Bitwise Not" in the bitvec group
 TS_UNARY = TS_UNARY_ARITH | TS_UNARY_BITVEC
 # release notes 2.32 (NKI 0.6): "square and relu are now accepted as op0 on trn3" -- new opcodes
 # of tensor_scalar/tensor_scalar_reduce, so earlier generations reject them in either position
 _TS_UNARY_GEN4 = frozenset(["square", "relu"])
-
-
-def is_bitvec(name: Optional[str]) -> bool:
-    """True for the ALU's bitvec operators (bitwise and shifts)."""
-    return name in BITVEC or name in TS_UNARY_BITVEC
 
 
 def check_ts_op(ctx, name: str, operand, opname: str, role: str, *, bitvec_ok: bool = True) -> None:
@@ -403,6 +398,9 @@ def tensor_copy(dst, src, *, dtype=None, mask=None, engine=None, opcode="tensor_
         vals = v if dt.is_int(t.dtype) else f32(v)
     return emit(ctx, dst=dst, values=vals, init=init, out_shape=shape, out_dtype=od, mask=m,
                 engine=eng, opcode=opcode, reads=[t])
+
+
+register_stage_copy(tensor_copy)   # the compiler's PSUM -> SBUF staging copy (operands.py)
 
 
 def memset(ctx, shape, value, dtype, *, mask=None, engine=None, dst=None):

@@ -94,7 +94,7 @@ def _capable(ctx: KernelContext, engine: str, opcode: str, ops: dict) -> tuple:
     its ALU ops on this generation (bitvec: Vector only; tensor_scalar/tensor_copy on Scalar from
     v3, any tensor_scalar op from v4)."""
     from ...ir.opcodes import FEATURES, OPCODES
-    from .elementwise import is_bitvec
+    from ..core.alu import is_bitvec
     spec = OPCODES.get(opcode)
     if spec is None or engine not in _AUTO_POOL:
         return (engine,)
@@ -182,11 +182,20 @@ def produced_at(ctx: KernelContext, t: NkiTensor) -> Optional[int]:
     return ctx.trace.resolve(f[1]) + 1 if f is not None and f[0] is ctx else None
 
 
+# the op that makes a compiler-inserted copy: elementwise.tensor_copy, registered by the
+# elementwise module when it is imported (it imports this one; trnsim.nki.ops imports both)
+_STAGE_COPY: list = []
+
+
+def register_stage_copy(fn) -> None:
+    """Install the ``tensor_copy`` that ``implicit_copy`` traces."""
+    _STAGE_COPY[:] = [fn]
+
+
 def implicit_copy(ctx: KernelContext, t: NkiTensor, role: str, op: str) -> NkiTensor:
     """A compiler-inserted PSUM -> SBUF copy (Vector), traced with ``implicit=True``."""
-    from .elementwise import tensor_copy
     src = tile(ctx, t, role, op, "vector")
-    cp = tensor_copy(None, src, opcode="tensor_copy")
+    cp = _STAGE_COPY[0](None, src, opcode="tensor_copy")
     if cp._fresh is not None:
         i = ctx.trace.resolve(cp._fresh[1])
         ctx.trace.patch(i, attrs=ctx.trace.instructions[i].attrs + (("implicit", True),))

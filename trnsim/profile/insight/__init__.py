@@ -36,7 +36,7 @@ def analyze(est: Estimate, top: int = 20, path_limit: int = PATH_LIMIT,
     b = stalls.binding(tl, spec.timing.sync.cross_engine_ns)
     st = stalls.stalls(tab, tl, b, top)
     path, path_len = stalls.critical_path(tab, tl, b, path_limit)
-    model = CostModel(spec, chip, lnc=len(est.cores))
+    model = est.model or CostModel(spec, chip, lnc=len(est.cores))   # the run's own rules
     sol = roofline.speed_of_light(tl, spec, chip)
     out = {
         "core": core.core,
