@@ -326,14 +326,19 @@ def _training_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
 
 
 def _inference_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
-    """The planner's nearest fitting serving replica for the refused estimate's arguments."""
+    """The planner's nearest larger serving replica that the estimator accepts, for the refused arguments."""
+    from .model import estimate_inference as estimate
     from .plan.hints import nearest_inference
-    ctx = _context(model, instance, kw, False)
-    inp, out = kw.get("input_len", 128), kw.get("output_len", 128)
-    return nearest_inference(ctx.cfg, kw.get("tp", 1), kw.get("pp", 1), kw.get("ep", 1), kw.get("sp", False),
-                             ctx.system.cores, float(ctx.system.hbm_bytes_per_core), kw.get("batch", 1), inp + out,
-                             inp, ctx.prec.weight_bytes, ctx.system.memory_overrides(),
-                             tp_cap=ctx.system.fast_domain)
+    system = _context(model, instance, kw, False).system
+
+    def fits(tp: int, pp: int) -> bool:
+        try:
+            estimate(model, instance, **{**kw, "tp": tp, "pp": pp, "rate": None})
+        except ConfigError:
+            return False
+        return True
+    return nearest_inference(kw.get("tp", 1), kw.get("pp", 1), system.cores // max(1, kw.get("replicas", 1)),
+                             fits, tp_cap=system.fast_domain)
 
 
 def plan(model, system: str, costs: Any = "roofline", objective: str = "time", prices: Optional[Any] = None,

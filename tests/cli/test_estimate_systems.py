@@ -55,6 +55,13 @@ def test_gpu_refusals_name_gpus(capsys):
     assert rc != 0 and json.loads(capsys.readouterr().out)["error"]["rule"] == "costs"
 
 
+def test_an_unknown_system_lists_trainium_and_gpu_systems(capsys):
+    rc = main(["estimate", "infer", "--model", "llama-3-8b", "--instance", "p9.48xlarge", "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert rc != 0 and err["rule"] == "instance" and err["value"] == "p9.48xlarge"
+    assert "trn2.48xlarge" in err["limit"] and "p5.48xlarge" in err["limit"]
+
+
 def test_infer_serving_options_on_gpus(capsys):
     rc, d = _json(capsys, ["estimate", "infer", "--model", "llama-2-70b", "--instance", "p5.48xlarge", "--tp", "2",
                            "--replicas", "4", "--precision", "fp8", "--batch", "64", "--input", "300", "--output",

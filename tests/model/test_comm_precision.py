@@ -6,7 +6,6 @@ from trnsim.model import Op, RooflineOpCosts, estimate_inference, load_model
 from trnsim.model.datafiles import figure
 from trnsim.model.infer import chips_needed
 from trnsim.model.params import count_params
-from trnsim.model.parallel import make_system
 from trnsim.model.precision import PrecisionError, resolve
 
 

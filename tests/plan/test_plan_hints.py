@@ -57,8 +57,12 @@ def test_inference_hint_names_a_replica_that_fits():
     assert estimate_inference("llama-3.1-70b", "trn1.32xlarge", tp=16).memory_per_core_gib < 16
     with pytest.raises(MemoryFitError):
         estimate_inference("llama-3.1-70b", "trn1.32xlarge", tp=8)   # the one-step doubling does not fit
-    cfg = load_model("llama-3.1-70b")
-    assert nearest_inference(cfg, 4, 1, 1, False, 32, 0.0, 1, 256, 128, 2.0) == []
+    # by hand: 32 ranks, tp=4 pp=1; a stub that accepts 16 ranks or more picks tp=16 (one flag, fewest ranks,
+    # shallower than pp=4); one that accepts nothing gives nothing
+    assert nearest_inference(4, 1, 32, lambda t, p: t * p >= 16) == ["--tp 16"]
+    assert nearest_inference(4, 1, 32, lambda t, p: t * p >= 16, limit=3) == ["--tp 16", "--pp 4", "--tp 32"]
+    assert nearest_inference(4, 1, 32, lambda t, p: t * p >= 16, tp_cap=8) == ["--pp 4"]
+    assert nearest_inference(4, 1, 32, lambda t, p: False) == []
 
 
 def test_costs_are_wired_once_in_the_api():

@@ -72,6 +72,7 @@ def register(subparsers) -> None:
                    help="copies of the tp x pp replica sharing the load (8 GPUs as 4 x TP2: --tp 2 --replicas 4)")
     i.add_argument("--attention-dp", type=int, default=1,
                    help="attention data-parallel groups within the TP group (MoE: experts over --ep ranks)")
+    add_serving_flags(i)
     i.set_defaults(func=cmd_infer, default_instance="trn2.48xlarge")
     est.set_defaults(func=lambda args: (est.print_help(), 1)[1])
 
@@ -148,12 +149,13 @@ def _infer(args, inst: str):
     """The inference estimate the command line asks for."""
     return api.estimate_inference(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, ep=args.ep,
                                   sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
-                                  output_len=args.output,
-                                  precision=args.precision, sparsity=args.sparsity, costs=args.costs,
-                                  comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  output_len=args.output, precision=args.precision, sparsity=args.sparsity,
+                                  costs=args.costs, comm=args.comm, hardware_file=args.hardware, rate=args.rate,
                                   input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
                                   max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
-                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas)
+                                  framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas,
+                                  concurrency=args.concurrency, serving=serving_setup(args), scenario=args.scenario,
+                                  ttft_limit_ms=args.ttft_limit_ms, tpot_limit_ms=args.tpot_limit_ms)
 
 
 def cmd_infer(args) -> int:
@@ -182,18 +184,24 @@ def cmd_infer(args) -> int:
                       + (f" ({e.framework['kv_dtype']})" if e.framework else ""), ""),
                      ("chips needed (weights + KV)", e.chips_needed, "")]))
     out.print(table("Breakdown (decode: streaming weights, reading the KV cache, the rest of the compute, "
-                    "collectives)", ["part", "ms"], [(k[:-3], f"{v:.3f}") for k, v in e.breakdown.items()]))
+                    "collectives)", ["part", "value"],
+                    [(k[:-3], f"{v:.3f} ms") if k.endswith("_ms") else (k, f"{v:g}") for k, v in e.breakdown.items()]))
     rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
     if rows:
         out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
     if e.serving:
         s = e.serving
-        out.print(table(f"Continuous batching: {s.requests} requests at {s.rate_per_s:g}/s, {s.max_batch} slots",
-                        ["figure", "p50", "p90", "p99"],
+        who = {"closed": f"{s.concurrency} users (closed loop)", "offline": "all at once (offline)"}.get(
+            s.mode, f"{s.rate_per_s:g}/s (Poisson)")
+        out.print(table(f"Serving{' (MLPerf ' + s.scenario + ')' if s.scenario else ''}: {s.requests} requests, "
+                        f"{who}, {s.max_batch} slots", ["figure", "p50", "p90", "p99"],
                         [("latency (s)", f"{s.latency_s_p50:.2f}", f"{s.latency_s_p90:.2f}", f"{s.latency_s_p99:.2f}"),
-                         ("TTFT (ms)", f"{s.ttft_ms_p50:.1f}", f"{s.ttft_ms_p90:.1f}", f"{s.ttft_ms_p99:.1f}")]))
+                         ("TTFT (ms)", f"{s.ttft_ms_p50:.1f}", f"{s.ttft_ms_p90:.1f}", f"{s.ttft_ms_p99:.1f}"),
+                         ("TPOT (ms)", f"{s.tpot_ms_p50:.2f}", "", f"{s.tpot_ms_p99:.2f}"),
+                         ("ITL (ms)", f"{s.itl_ms_p50:.2f}", "", "")]))
         out.print(f"throughput {s.output_tokens_per_s:,.1f} output tokens/s, {s.requests_per_s:.2f} requests/s, "
-                  f"mean batch {s.mean_batch:.1f}")
+                  f"mean batch {s.mean_batch:.1f}; sustainable about {s.sustainable_rate_per_s:.3g} requests/s")
+        out.print(("[bold red]" if s.overloaded else "") + f"verdict: {s.verdict}" + ("[/]" if s.overloaded else ""))
     _footer(out, e)
     return 0
 
@@ -204,6 +212,68 @@ def _footer(out, e) -> None:
               f"estimate took {e.sim_seconds * 1e3:.0f} ms")
     for n in e.notes:
         out.print(f"note: {n}")
+
+
+def add_serving_flags(p) -> None:
+    """The serving options of ``estimate infer``: who sends requests, how the Neuron stack compiled the model,
+    prefix caching, chunked prefill, speculative decoding, MLPerf scenarios."""
+    g = p.add_argument_group("serving")
+    g.add_argument("--concurrency", type=int, default=None, help="closed loop: N users, each sending its next "
+                   "request when the last one finished (instead of --rate)")
+    g.add_argument("--scenario", choices=("offline", "server"), default=None,
+                   help="MLPerf-style: offline (max throughput) or server (highest Poisson rate within limits)")
+    g.add_argument("--ttft-limit-ms", type=float, default=2000.0, help="server scenario: p99 TTFT limit")
+    g.add_argument("--tpot-limit-ms", type=float, default=200.0, help="server scenario: p99 TPOT limit")
+    g.add_argument("--seq-len", type=int, default=0, help="max model length compiled for (default: input + "
+                   "output rounded up to a power of two)")
+    g.add_argument("--buckets", default="", help="context-encoding buckets, e.g. 512,1024,4096 (default: "
+                   "powers of two from 128 to --seq-len)")
+    g.add_argument("--decode-buckets", default="", help="token-generation KV-length buckets (as --buckets)")
+    g.add_argument("--batch-buckets", default="", help="compiled decode batch sizes, e.g. 1,4,16 (default: "
+                   "--max-batch only)")
+    g.add_argument("--prefill-batch", type=int, default=0, help="prompts per context-encoding call")
+    g.add_argument("--no-buckets", action="store_true", help="exact shapes, no compiled buckets (GPU-like)")
+    g.add_argument("--prefix-hit", type=float, default=0.0, help="share of each prompt found in the prefix cache")
+    g.add_argument("--chunked-prefill", type=int, default=0, metavar="TOKENS",
+                   help="prefill in chunks of TOKENS riding along with decode steps")
+    g.add_argument("--spec", choices=("eagle", "draft"), default=None, help="speculative decoding")
+    g.add_argument("--spec-tokens", type=int, default=3, help="tokens proposed per target step")
+    g.add_argument("--acceptance", type=float, default=None, help="acceptance rate per proposed token "
+                   "(default: the data file's figure for the kind)")
+    g.add_argument("--draft-model", default="", help="--spec draft: the draft model (zoo name or config.json)")
+    g.add_argument("--standalone-collectives", action="store_true",
+                   help="charge collectives as standalone runtime calls (what `trnsim collective` prints) instead "
+                   "of in-graph collectives of compiled Neuron graphs")
+    g.add_argument("--moe-dispatch", choices=("all-gather", "all-to-all"), default="",
+                   help="how MoE tokens reach their experts (default: the data file's framework choice)")
+
+
+def _ints(text: str, flag: str):
+    from ..errors import ConfigError
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} takes comma-separated integers", rule="serving-buckets",
+                          limit="e.g. 512,1024,4096", value=text) from None
+
+
+def serving_setup(args):
+    """The ServingSetup the serving flags describe."""
+    from ..model.datafiles import load
+    from ..model.neuron import ServingSetup, Speculation
+    spec = Speculation()
+    if args.spec:
+        acc = args.acceptance if args.acceptance is not None else \
+            load("neuron_serving")["speculation"][f"{args.spec}_acceptance"]["value"]
+        spec = Speculation(kind=args.spec, tokens=args.spec_tokens, acceptance=float(acc),
+                           draft_model=args.draft_model)
+    return ServingSetup(seq_len=args.seq_len, prefill_buckets=_ints(args.buckets, "--buckets"),
+                        decode_buckets=_ints(args.decode_buckets, "--decode-buckets"),
+                        batch_buckets=_ints(args.batch_buckets, "--batch-buckets"),
+                        prefill_batch=args.prefill_batch, moe_dispatch=args.moe_dispatch,
+                        bucketing=not args.no_buckets, in_graph_collectives=not args.standalone_collectives,
+                        prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
+                        spec=spec)
 
 
 # the estimator keyword a sweep sets -> the command-line option that carries it

@@ -29,11 +29,6 @@ class SystemRef:
     accelerator: str   # trn1 / trn2 / trn3 / inf2 / h100-sxm / ...
     label: str
 
-    @property
-    def is_gpu(self) -> bool:
-        """Whether this is a GPU system."""
-        return self.kind == "gpu"
-
 
 def resolve_system(name: str, hardware_file: Optional[str] = None) -> SystemRef:
     """A system by key or alias from the Trainium catalog, else the GPU catalog; else an error with the

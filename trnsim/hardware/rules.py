@@ -237,6 +237,9 @@ DESCRIPTIVE_EXTRA = {
 # sections whose user overrides must name figures the built-in file has ("*": a new entry may be
 # added there, with the keys its siblings have); gpus.toml's loader checks its own entries' keys
 KNOWN_KEYS_ONLY = {"fabric": ("runtime.*",), "in_kernel_collectives": (), "numerics": ()}
+# name -> name tables a user file may extend with new names (a new GPU's NCCL generation, a new system's
+# network), each entry a string
+OPEN_MAPS = {"fabric": ("nccl.gpu_generation", "nccl.network_name")}
 # range of extra figures the loaders read without a check of their own
 RANGES_EXTRA = {"in_kernel_collectives": {"issue_overhead_s": "nonnegative", "channels": "count"}}
 
@@ -266,6 +269,11 @@ def check_extra(section: str, builtin: Mapping, user: Mapping, file: str) -> Non
             raise HardwareFileError(f"{file}: {section}.{path} must be a finite number",
                                     rule="hardware-file-range", limit="finite", value=value)
         ref = _get(builtin, path)
+        if ref is None and path.rpartition(".")[0] in OPEN_MAPS.get(section, ()):
+            if not isinstance(value, str):
+                raise HardwareFileError(f"{file}: {section}.{path} must be a name (a string)",
+                                        rule="hardware-file-type", limit="string", value=repr(value))
+            continue
         if open_prefixes is not None and ref is None:
             keys = path.split(".")
             sib = [_get(builtin, ".".join(keys[:-2])) for p in open_prefixes

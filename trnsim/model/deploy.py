@@ -26,9 +26,11 @@ def serving_options(framework: Optional[str], kv_dtype: Optional[str], precision
     return fw, kv, kv_bytes(kv)
 
 
-def replica_layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool, attention_dp: int) -> Parallel:
+def replica_layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool, attention_dp: int,
+                   pad_heads: bool = False) -> Parallel:
     """The Parallel of one serving replica: experts over the TP group (ep | tp), or with ``attention_dp`` > 1
-    attention over attention_dp groups of tp / attention_dp ranks and experts over ``ep`` ranks."""
+    attention over attention_dp groups of tp / attention_dp ranks and experts over ``ep`` ranks.
+    ``pad_heads``: a tp that does not divide the heads is served with padded heads (as Neuron does)."""
     if attention_dp < 1 or tp % attention_dp:
         raise ParallelError(f"attention-dp={attention_dp} must divide tp={tp}", rule="parallel-attention-dp",
                             limit=f"a divisor of {tp}", value=attention_dp)
@@ -37,13 +39,14 @@ def replica_layout(cfg: ModelConfig, system, tp: int, pp: int, ep: int, sp: bool
             raise ParallelError(f"ep={ep} needs an MoE model and at most the replica's {tp * pp} ranks and its "
                                 f"{cfg.experts} experts", rule="parallel-ep", limit=tp * pp, value=ep)
         atp = tp // attention_dp
-        par = resolve(Parallel(tp=atp, pp=pp, dp=1, sp=sp and atp > 1), cfg, system, ranks=atp * pp)
+        par = resolve(Parallel(tp=atp, pp=pp, dp=1, sp=sp and atp > 1), cfg, system, ranks=atp * pp,
+                      pad_heads=pad_heads)
         return replace(par, tp=tp, ep=ep, dp=1)
     if ep > 1 and tp % ep:
         raise ParallelError(f"ep={ep} must divide tp={tp} (without attention DP the experts are spread over the "
                             "TP group)", rule="parallel-ep-tp", limit=f"a divisor of {tp}", value=ep)
     # EP reuses the TP ranks when serving; resolve checks it against the experts as if over dp = ep
-    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep)
+    par = resolve(Parallel(tp=tp, pp=pp, dp=ep, ep=ep, sp=sp), cfg, system, ranks=tp * pp * ep, pad_heads=pad_heads)
     return replace(par, dp=1)
 
 

@@ -15,6 +15,8 @@ from .datafiles import load
 from .ops import Op, RooflineOpCosts
 
 CLASSES = ("compute", "memory", "vector")
+# a class only some generations calibrate; where absent it takes the factor of the class named here
+EXTRA_CLASSES = {"expert": "memory"}
 KINDS = ("train", "ttft", "tpot")
 
 
@@ -23,6 +25,8 @@ def op_class(op: Op, roof: RooflineOpCosts) -> str:
     if op.kind in ("matmul", "attention"):
         comp = op.flops / roof.peak(op.dtype)
         mem = op.bytes / roof.hbm_bytes_per_s
+        if comp < mem and op.name.startswith("moe.selected."):
+            return "expert"   # expert weights loaded one selected expert at a time (unfused decode)
         return "compute" if comp >= mem else "memory"
     return "vector"
 
@@ -36,7 +40,10 @@ class Calibration:
     note: str = ""
 
     def factor(self, cls: str) -> float:
-        """Efficiency factor of an op class (1.0 when not calibrated)."""
+        """Efficiency factor of an op class (1.0 when not calibrated; an extra class not calibrated takes
+        the factor of the class it refines)."""
+        if cls not in self.factors and cls in EXTRA_CLASSES:
+            cls = EXTRA_CLASSES[cls]
         return float(self.factors.get(cls, 1.0))
 
     def band(self, kind: str) -> float:
@@ -44,14 +51,18 @@ class Calibration:
         return float(self.bands.get(kind, max(self.bands.values()) if self.bands else 0.5))
 
 
-def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapping[str, float]] = None
-                    ) -> Calibration:
+def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapping[str, float]] = None,
+                    serving: bool = False) -> Calibration:
     """The calibration of ``target`` for op costs obtained ``how``; generations without rows borrow the
-    closest calibrated one and widen the band by the file's ``uncalibrated_band_scale``."""
+    closest calibrated one and widen the band by the file's ``uncalibrated_band_scale``. ``serving``: an
+    inference estimate, which takes the generation's [serving.<target>] section (fitted on its serving rows,
+    roofline op costs) where there is one."""
     data = load("calibration")
     table = data.get(how) or data.get("roofline", {})
     note = ""
     entry = table.get(target)
+    if serving and how == "roofline" and target in data.get("serving", {}):
+        entry = data["serving"][target]
     if entry is None:
         fallback = data.get("fallback", {}).get(target, "trn1")
         entry = table.get(fallback, {})
@@ -61,8 +72,9 @@ def calibration_for(target: str, how: str = "roofline", overrides: Optional[Mapp
     else:
         scale = 1.0
     factors: Dict[str, float] = {c: float(entry.get(c, 1.0)) for c in CLASSES}
+    factors.update({c: float(entry[c]) for c in EXTRA_CLASSES if c in entry})
     if overrides:
-        factors.update({k: float(v) for k, v in overrides.items() if k in CLASSES})
+        factors.update({k: float(v) for k, v in overrides.items() if k in CLASSES or k in EXTRA_CLASSES})
     bands = {k: float(entry.get(f"band_{k}", 0.5)) * scale for k in KINDS}
     if how not in data:
         note = (note + "; " if note else "") + f"no calibration for {how} op costs: the roofline factors are used"

@@ -14,49 +14,15 @@ from .datafiles import figure
 from .deploy import chunked_prefill, kv_formats, replica_layout, serving_note, serving_options
 from .memory import GIB, fit_error, inference_memory
 from .ops import OpCosts
-from .parallel import Parallel, ParallelError, group_ranks
+from .neuron import ServingSetup, check_setup, decode_batch, prefill_len
+from .parallel import Parallel, ParallelError
 from .results import InferenceEstimate
+from .step import StepTimes, draft_config, step_seconds
 from .system import SystemModel
 from .transformer import inference_graph
 
 
-def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decode: bool, kv_bytes: float = 0.0,
-                 attention_dp: int = 1, step_overhead_s: float = 0.0) -> dict:
-    """One forward pass (prefill of q tokens, or one decode step) through all stages: compute + comm.
-
-    ``kv_bytes``: KV-cache element size attention reads (0: activation width). ``attention_dp`` > 1: attention
-    runs data-parallel over that many groups of tp / attention_dp ranks (each with its own sequences) and the
-    experts are spread over all ``par.ep`` ranks, tokens reaching them by all-to-all. ``step_overhead_s``: the
-    serving framework's fixed cost per forward step."""
-    cfg = ctx.cfg
-    a = float(figure("estimator", "inference.activation_bytes"))
-    adp = max(1, int(attention_dp))
-    lay = replace(ctx.layout(par, act_bytes=a), ep_in_tp=adp == 1, kv_bytes=kv_bytes, tp=max(1, par.tp // adp))
-    if decode and lay.sp:   # one token per sequence: nothing to split along the sequence
-        lay = replace(lay, sp=False)
-    b = -(-batch // adp)
-    graph = inference_graph(cfg, lay, b, q, kv, decode)
-    compute = graph.time(ctx.costing.seconds)
-    layers = cfg.layers / par.pp
-    T = b * q
-    comm = 0.0
-    tally: dict = {}
-    if lay.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
-        ranks, size = group_ranks(par, "tp")[:lay.tp], T * cfg.hidden * a
-        # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
-        ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
-        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
-    if adp > 1 and cfg.is_moe and par.ep > 1:   # dispatch to the experts' ranks and combine back
-        calls = 2 * cfg.moe_layers
-        comm += ctx.charge("all-to-all", T * cfg.top_k * cfg.hidden * a, list(range(par.ep)), calls, tally) / par.pp
-    # without attention DP the experts are spread over the TP group, which already shares the tokens: the MoE
-    # output joins the layer's all-reduce, no all-to-all is needed
-    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
-        if par.pp > 1 else 0.0
-    stage = compute + comm
-    parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
-    return dict(total=par.pp * stage + p2p + step_overhead_s, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=p2p, stage=stage, parts=parts, collectives=tally, overhead=step_overhead_s)
+__all__ = ["chips_needed", "estimate_inference", "step_seconds"]
 
 
 def chips_needed(cfg: ModelConfig, weight_bytes: float, ctx: Context, batch: int, ctx_len: int,
@@ -80,16 +46,24 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                        requests: int = 200, max_batch: Optional[int] = None, seed: int = 0,
                        efficiency: Optional[Mapping[str, float]] = None, check_memory: bool = True,
                        kv_dtype: Optional[str] = None, framework: Optional[str] = None, attention_dp: int = 1,
-                       replicas: int = 1) -> InferenceEstimate:
+                       replicas: int = 1, concurrency: Optional[int] = None,
+                       serving: Optional[ServingSetup] = None, scenario: Optional[str] = None,
+                       ttft_limit_ms: float = 2000.0, tpot_limit_ms: float = 200.0) -> InferenceEstimate:
     """TTFT, TPOT and output tokens/s of ``batch`` requests (``input_len`` prompt, ``output_len`` new tokens)
     served by one replica of tp x pp (x ep) ranks of any system (a Trainium instance or UltraServer, a GPU
     system); with ``rate``, continuous batching of a request mix. Serving as deployed: ``framework``
     (GPUs: trtllm, the default, vllm, sglang; Trainium: nxdi), ``kv_dtype`` (bf16 | fp8 | fp4; default the
     framework's), ``attention_dp`` > 1 (attention over tp / attention_dp ranks, experts over ``ep``),
-    ``replicas`` copies of the replica sharing the load (output tokens/s counts them all)."""
+    ``replicas`` copies of the replica sharing the load (output tokens/s counts them all). On Neuron devices
+    the model runs as the Neuron stack compiles it (``serving``: sequence and batch buckets, compiled batch,
+    fixed costs per launch); on every system ``serving`` also sets prefix caching, chunked prefill and
+    speculative decoding. ``concurrency`` (closed loop: N users), ``rate`` (open loop) or ``scenario`` (MLPerf
+    "offline" / "server" under ``ttft_limit_ms`` / ``tpot_limit_ms`` at p99) simulate a request mix."""
     t0 = time.perf_counter()
     check_params(nodes=nodes, tp=tp, pp=pp, ep=ep, batch=batch, input_len=input_len, output_len=output_len,
-                 rate=rate, requests=requests, max_batch=max_batch, seed=seed)
+                 rate=rate, requests=requests, max_batch=max_batch, seed=seed, concurrency=concurrency)
+    setup = serving or ServingSetup()
+    check_setup(setup)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,
                        training=False)
     cfg, system = ctx.cfg, ctx.system
@@ -99,7 +73,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     gpu = system.rank_name == "GPU"
     fw, kv, kvb = serving_options(framework or ("trtllm" if gpu else None), kv_dtype, ctx.prec.name,
                                   kv_formats(system), "gpu" if gpu else "trainium")
-    par = replica_layout(cfg, system, tp, pp, ep, sp, attention_dp)
+    par = replica_layout(cfg, system, tp, pp, ep, sp, attention_dp, pad_heads=True)
     if replicas < 1 or tp * pp * replicas > system.cores:
         unit = f"logical NeuronCores at LNC={system.lnc}" if system.rank_name == "NeuronCore" else "GPUs"
         raise ParallelError(f"tp x pp x replicas = {tp * pp * replicas} exceeds the {system.cores} {unit} of "
@@ -120,23 +94,58 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                         + (f", {fw.name}" if fw else "") + f") with tp={tp} pp={pp}"
                         + (f" attention-dp={attention_dp}" if attention_dp > 1 else ""), system.rank_name)
     opts = dict(kv_bytes=kvb, attention_dp=attention_dp, step_overhead_s=fw.step_overhead_s if fw else 0.0)
-    prefill = chunked_prefill(lambda b, q, k: step_seconds(ctx, par, b, q, k, decode=False, **opts), batch,
-                              input_len, fw.prefill_chunk_tokens * attention_dp if fw else 0)   # a budget per DP rank
-    # TPOT at the mean context of the generation (the KV cache grows from input to input + output)
-    decode = step_seconds(ctx, par, batch, 1, input_len + output_len // 2, decode=True, **opts)
+    mb = int(max_batch or setup.max_batch or (batch if not (rate or concurrency or scenario) else
+                                                  figure("estimator", "inference.max_batch")))
+    setup = replace(setup, max_batch=mb, prefill_batch=setup.prefill_batch or
+                    int(setup.fig("buckets.prefill_batch")))
+    draft_ctx = None
+    if setup.spec.on:
+        dcfg = draft_config(cfg, int(setup.fig("speculation.eagle_draft_layers"))) \
+            if setup.spec.kind == "eagle" else setup.spec.draft_model
+        draft_ctx = make_context(dcfg, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file,
+                                 efficiency, training=False)
+    st = StepTimes(ctx, par, setup, ctx_len, draft_ctx, opts)
+    setup = st.setup
+    if st.neuron:   # a batch's prompts: ceil(batch / prefill batch) context-encoding calls, each its bucket
+        pb = min(batch, setup.prefill_batch)
+        prefill = dict(st.prefill(input_len, pb))
+        calls = math.ceil(batch / pb)
+        prefill = dict(prefill, total=calls * prefill["total"], compute=calls * prefill["compute"],
+                       comm=calls * prefill["comm"], overhead=calls * prefill["overhead"])
+    else:
+        prefill = chunked_prefill(lambda b, q, k: step_seconds(ctx, par, b, q, k, False, None, **opts), batch,
+                                  input_len, fw.prefill_chunk_tokens * attention_dp if fw else 0)
+    # the step at the mean context of the generation (the KV cache grows from input to input + output)
+    decode = dict(st.decode(batch, input_len + output_len // 2))
+    steps = max(1, math.ceil((output_len - 1) / st.tokens_per_step))
+    # Neuron: the mean over the KV buckets the generation passes through; exact shapes: the mean context
+    step_s = st.mean_decode(batch, input_len, steps) if setup.bucketing else decode["total"]
     request_s = fw.request_overhead_s if fw else 0.0
-    ttft, tpot = prefill["total"] + request_s, decode["total"]
-    serving = None
-    if rate:
-        from .serving import simulate_serving
-        serving = simulate_serving(ctx, par, rate, input_dist or str(input_len), output_dist or str(output_len),
-                                   requests, int(max_batch or figure("estimator", "inference.max_batch")), seed,
-                                   step_seconds=step_seconds)
+    ttft, tpot = prefill["total"] + request_s, step_s / st.tokens_per_step
+    serving_est = None
+    if rate or concurrency or scenario:
+        from .serving import Workload, mlperf, simulate
+        w = Workload(mode="closed" if concurrency else "open", rate=float(rate or 0.0),
+                     concurrency=int(concurrency or 0), requests=requests, input_dist=input_dist or str(input_len),
+                     output_dist=output_dist or str(output_len), seed=seed)
+        if scenario:
+            serving_est = mlperf(st, scenario, w, mb, setup.prefill_batch, setup.chunk, ttft_limit_ms,
+                                 tpot_limit_ms)
+        else:
+            serving_est = simulate(st, w, mb, setup.prefill_batch, setup.chunk)
     notes = [n for n in (ctx.prec.note, ctx.calib.note) if n]
     notes.append(f"collectives timed by {ctx.comm_name}")
     if fw or kv_dtype:
         notes.insert(0, serving_note(fw, kv, kv_dtype is None))
     b_ttft, b_tpot = ctx.calib.band("ttft"), ctx.calib.band("tpot")
+    if decode_batch(setup, batch) != batch:
+        notes.append(f"decode runs padded to the compiled batch of {decode_batch(setup, batch)}")
+    if setup.spec.on:
+        notes.append(f"speculative decoding ({setup.spec.kind}, {setup.spec.tokens} tokens, acceptance "
+                     f"{setup.spec.acceptance:g}): {st.tokens_per_step:.2f} tokens per target step")
+    if cfg.heads % tp or (cfg.n_kv % tp and tp % cfg.n_kv):
+        notes.append(f"tp={tp} does not divide the {cfg.heads} attention / {cfg.n_kv} KV heads: heads padded "
+                     "to a multiple of tp (as Neuron serves them)")
     return InferenceEstimate(
         model=cfg.name, instance=system.key, nodes=system.nodes, lnc=system.lnc, cores=tp * pp * replicas,
         parallel=dict(tp=tp, pp=pp, ep=ep, sp=sp, attention_dp=attention_dp, replicas=replicas),
@@ -149,10 +158,13 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                    "decode_kv_ms": decode["parts"]["kv"] * 1e3, "decode_compute_ms": decode["parts"]["compute"] * 1e3,
                    "decode_comm_ms": (decode["comm"] + decode["p2p"]) * 1e3,
                    "prefill_overhead_ms": (prefill["overhead"] + request_s) * 1e3,
-                   "decode_overhead_ms": decode["overhead"] * 1e3},
+                   "decode_overhead_ms": decode["overhead"] * 1e3,
+                   "prefill_tokens": prefill_len(setup, input_len, ctx_len),
+                   "decode_batch": decode_batch(setup, batch), "decode_step_ms": step_s * 1e3,
+                   "tokens_per_step": st.tokens_per_step},
         collectives={"prefill": prefill["collectives"], "decode": decode["collectives"]},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, serving=serving, notes=tuple(notes),
+        sim_seconds=time.perf_counter() - t0, serving=serving_est, notes=tuple(notes),
         framework=dict(fw.to_dict() if fw else {}, kv_dtype=kv,
                        kv_bytes=kvb or float(figure("estimator", "inference.kv_bytes"))))

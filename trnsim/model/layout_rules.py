@@ -49,7 +49,8 @@ class Broken(NamedTuple):
 
 
 def structure(m: ModelFacts, ranks: int, tp: int, pp: int, cp: int = 1, ep: int = 1, vp: int = 1,
-              sp: bool = False, dp: int = 0, where: str = "", unit: str = "ranks") -> Optional[Broken]:
+              sp: bool = False, dp: int = 0, where: str = "", unit: str = "ranks", pad_heads: bool = False
+              ) -> Optional[Broken]:
     """The first rule the degrees break against the model and ``ranks`` ranks, or None.  ``dp`` 0: the
     ranks the model-parallel group leaves (``ranks // (tp x pp x cp)``); ``unit`` names the ranks (logical
     NeuronCores, GPUs) and ``where`` the system, for the message."""
@@ -62,10 +63,10 @@ def structure(m: ModelFacts, ranks: int, tp: int, pp: int, cp: int = 1, ep: int 
         return Broken("parallel-cores", f"tp x pp x cp x dp = {mp * dp} but the system has {ranks} {unit}{where}",
                       ranks, mp * dp, f"use --dp {full} or change --nodes")
     dp = dp or full
-    if m.heads % tp:
+    if m.heads % tp and not pad_heads:   # serving pads the heads instead
         return Broken("parallel-tp-heads", f"tp={tp} does not divide the {m.heads} attention heads of {m.name}",
                       f"a divisor of {m.heads}", tp)
-    if not m.is_mla and m.kv_heads % tp and tp % m.kv_heads:
+    if not m.is_mla and m.kv_heads % tp and tp % m.kv_heads and not pad_heads:
         return Broken("parallel-tp-kv-heads", f"tp={tp} and the {m.kv_heads} KV heads of {m.name} must divide "
                       "one another", f"a divisor or multiple of {m.kv_heads}", tp)
     if pp * vp > m.layers:   # an uneven split is a layout: the heaviest stage takes the extra layers

@@ -46,8 +46,11 @@ def _bad(msg: str, rule: str, limit, value, hint: Optional[str] = None):
     raise ParallelError(msg, rule=rule, limit=limit, value=value, hint=hint)
 
 
-def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optional[int] = None) -> Parallel:
-    """Fill in dp and check every divisibility rule (``layout_rules``) against the model and the machine."""
+def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optional[int] = None,
+            pad_heads: bool = False) -> Parallel:
+    """Fill in dp and check every divisibility rule (``layout_rules``) against the model and the machine; with
+    ``pad_heads`` (serving) a tp that does not divide the heads is accepted: the heads are padded, as Neuron
+    does."""
     unit = "logical NeuronCores" if system.rank_name == "NeuronCore" else f"{system.rank_name}s"
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
@@ -58,7 +61,7 @@ def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optiona
     lnc = f", LNC={system.lnc}" if system.rank_name == "NeuronCore" else ""
     where = f" ({system.nodes} x {system.key}{lnc})" if ranks is None else ""
     bad = rules.structure(rules.ModelFacts.of(cfg), total, par.tp, par.pp, par.cp, par.ep, par.vp, par.sp,
-                          par.dp, where, unit)
+                          par.dp, where, unit, pad_heads=pad_heads)
     if bad:
         _bad(bad.message, bad.rule, bad.limit, bad.value, bad.hint)
     dp = par.dp or total // par.model_parallel

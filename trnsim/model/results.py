@@ -84,6 +84,16 @@ class ServingEstimate:
     ttft_ms_p90: float
     ttft_ms_p99: float
     mean_batch: float
+    mode: str = "open"                  # "open" (Poisson rate), "closed" (N users), "offline" (all at once)
+    concurrency: int = 0
+    tpot_ms_p50: float = 0.0            # per request: (last token - first token) / (output - 1)
+    tpot_ms_p99: float = 0.0
+    itl_ms_p50: float = 0.0             # time between streamed chunks (one target step; > TPOT with speculation)
+    sustainable_rate_per_s: float = 0.0  # requests/s the replica sustains at full batch
+    overloaded: bool = False
+    verdict: str = ""
+    scenario: str = ""                  # MLPerf-style "offline" / "server" when asked for
+    scenario_limits: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict of every field."""

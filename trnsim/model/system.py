@@ -8,6 +8,7 @@ trn2.48xlarge with LNC=2), GPUs on a GPU system (the GPUs of one NVLink domain c
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Mapping, Optional, Protocol, runtime_checkable
 
@@ -177,8 +178,9 @@ class TrainiumSystem:
 
     def calibration(self, how: str, training: bool, efficiency: Optional[Mapping[str, float]] = None
                     ) -> Calibration:
-        """The generation's factors for op costs obtained ``how`` (data/calibration.toml)."""
-        return calibration_for(self.target, how, efficiency)
+        """The generation's factors for op costs obtained ``how`` (data/calibration.toml; inference takes the
+        generation's serving-fitted section where it has one)."""
+        return calibration_for(self.target, how, efficiency, serving=not training)
 
     def collectives(self, hardware_file: Optional[str] = None, simulate: bool = False) -> CommModel:
         """trnsim.fabric with its runtime constants: what ``trnsim collective`` prints."""
@@ -200,10 +202,15 @@ def make_system(key: str, nodes: int = 1, lnc: Optional[int] = None,
     cat = load_catalog(hardware_file)
     try:
         inst = cat.instance(key)
-    except ConfigError as trn_err:
-        from .gpu.system import gpu_system, is_gpu_system
+    except ConfigError:
+        from .gpu.system import gpu_system, gpu_system_names, is_gpu_system
         if not is_gpu_system(key, hardware_file):
-            raise trn_err
+            known = sorted(cat.instances) + gpu_system_names(hardware_file)
+            near = difflib.get_close_matches(str(key), known, n=3, cutoff=0.5)
+            raise ConfigError(f"unknown system {key!r}: not a Trainium instance or UltraServer, nor a GPU system",
+                              rule="instance", limit=known, value=key,
+                              hint=(f"did you mean {', '.join(near)}? " if near else "") + "see `trnsim hw list`") \
+                from None
         if lnc not in (None, 1):
             raise ParallelError(f"LNC={lnc} applies to NeuronCores; a GPU system has one rank per GPU",
                                 rule="lnc", limit=[1], value=lnc) from None

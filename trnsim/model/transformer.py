@@ -29,6 +29,11 @@ class Layout:
     mm_dtype: str = "bfloat16"   # matmul Op dtype (precision)
     weight_bytes: float = 2.0
     act_bytes: float = 2.0
+    expert_weight_bytes: float = 0.0   # routed experts stored in another format (0 = weight_bytes)
+    moe_block: int = 1           # prefill: each expert's tokens padded to a multiple of this (blockwise matmul)
+    moe_skew: float = 1.0        # router skew on top of the multinomial spread of tokens over EP ranks
+    pe_pad: int = 1              # per-rank matmul widths padded to a multiple of this (PE array columns)
+    moe_all_experts: bool = False  # prefill runs every local expert over every token (masked), not routed
     kv_bytes: float = 0.0        # KV-cache element bytes read by attention (0: act_bytes)
 
 
@@ -62,12 +67,20 @@ def _attn(name: str, b: int, q: int, kv: int, heads: int, kv_heads: int, hd: int
               flops=flops, bytes=byts)
 
 
-def layer_forward(cfg: ModelConfig, moe: bool, b: int, q: int, kv: int, lay: Layout, decode: bool = False) -> List[Op]:
-    """Forward ops of one transformer layer for ``b`` sequences of ``q`` query tokens over ``kv`` keys."""
+def local_heads(n: int, tp: int) -> int:
+    """Heads one rank holds: n / tp, padded up where tp does not divide n (Neuron pads the heads with
+    zeros rather than refusing), one replicated head where tp exceeds n."""
+    return max(1, -(-n // tp))
+
+
+def layer_forward(cfg: ModelConfig, moe: bool, b: int, q: int, kv: int, lay: Layout, decode: bool = False,
+                  attn: str = "full", window: int = 0) -> List[Op]:
+    """Forward ops of one transformer layer for ``b`` sequences of ``q`` query tokens over ``kv`` keys;
+    ``attn`` is the layer's kind ("full", "window" of ``window`` tokens, or "linear")."""
     h, tp = cfg.hidden, lay.tp
     T = b * q
     Tn = T // tp if lay.sp and T % tp == 0 else T          # rows of norms / residuals under SP
-    heads = cfg.heads // tp
+    heads = local_heads(cfg.heads, tp)
     # norm names carry the norm type: the simulated op costs pick the layernorm or rmsnorm kernel by name
     ops: List[Op] = [_vec("norm", f"attn_{cfg.norm}", Tn, h, lay, passes=2, flops_per=5)]
     if cfg.is_mla:
@@ -84,18 +97,29 @@ def layer_forward(cfg: ModelConfig, moe: bool, b: int, q: int, kv: int, lay: Lay
             ops.append(_mm("attn.kv_b", T, cfg.kv_lora_rank, heads * (cfg.qk_nope_head_dim + cfg.v_head_dim), lay))
             ops.append(_attn("attn.core", b, q, kv, heads, heads, qk, cfg.v_head_dim, cfg.causal, lay))
         ops.append(_mm("attn.o", T, heads * cfg.v_head_dim, h, lay))
+    elif attn == "linear":
+        ops += _linear_attention(cfg, b, q, lay, decode)
     else:
-        kvh = max(1, cfg.n_kv // tp)
-        ops.append(_mm("attn.qkv", T, h, (heads + 2 * kvh) * cfg.hd, lay))
+        kvh = local_heads(cfg.n_kv, tp)
+        gate = heads if cfg.attn_output_gate else 0
+        ops.append(_mm("attn.qkv", T, h, (heads + gate + 2 * kvh) * cfg.hd, lay))
         if cfg.position == "rope":
             ops.append(_vec("elementwise", "attn.rope_mul", T, (heads + kvh) * cfg.hd, lay, passes=2, flops_per=3))
-        ctx = min(kv, cfg.sliding_window) if cfg.sliding_window else kv
-        ops.append(_attn("attn.core", b, q, ctx, heads, kvh, cfg.hd, cfg.hd, cfg.causal and not decode, lay))
+        causal = cfg.causal and not decode
+        ctx = kv
+        if attn == "window" and window and kv > window:
+            ctx = window
+            # a sliding window gives every query ``window`` keys (no causal halving); a chunk gives the
+            # queries of a chunk the keys before them in it (causal within the chunk)
+            causal = causal and bool(cfg.attention_chunk) and not cfg.sliding_window
+        ops.append(_attn("attn.core", b, q, ctx, heads, kvh, cfg.hd, cfg.hd, causal, lay))
+        if gate:
+            ops.append(_vec("elementwise", "attn.out_gate", T, heads * cfg.hd, lay, passes=3, flops_per=4))
         ops.append(_mm("attn.o", T, heads * cfg.hd, h, lay))
     ops.append(_vec("elementwise", "attn.residual", Tn, h, lay))
     ops.append(_vec("norm", f"mlp_{cfg.norm}", Tn, h, lay, passes=2, flops_per=5))
     if moe:
-        ops += _moe(cfg, T, lay)
+        ops += _moe(cfg, T, lay, decode)
     else:
         ops += _mlp(cfg, "mlp", T, cfg.intermediate // tp, lay)
     ops.append(_vec("elementwise", "mlp.residual", Tn, h, lay))
@@ -114,22 +138,76 @@ def _mlp(cfg: ModelConfig, name: str, T: int, inter: int, lay: Layout, batch: in
             _mm(f"{name}.down", T, inter, h, lay, batch)]
 
 
-def _moe(cfg: ModelConfig, T: int, lay: Layout) -> List[Op]:
-    """Router, top-k, routed experts on this rank (balanced load), shared experts."""
+def _linear_attention(cfg: ModelConfig, b: int, q: int, lay: Layout, decode: bool) -> List[Op]:
+    """A gated-delta-rule layer: Q/K/V/Z and gates in, a short causal convolution, the recurrence over a
+    fixed per-head state of key_dim x value_dim (fp32), a gated norm and the output projection. Decode reads
+    and writes the state once per sequence; prefill runs the chunked form, about four state-sized matmuls
+    per token and value head."""
+    h, tp = cfg.hidden, lay.tp
+    T = b * q
+    kh, vh = local_heads(cfg.linear_key_heads, tp), local_heads(cfg.linear_value_heads, tp)
+    dk, dv = cfg.linear_key_dim, cfg.linear_value_dim
+    ops = [_mm("lin.in_proj", T, h, 2 * kh * dk + 2 * vh * dv + 2 * vh, lay),
+           _vec("elementwise", "lin.conv", T, (2 * kh * dk + vh * dv), lay, passes=2, flops_per=2 * cfg.linear_conv)]
+    state = 4.0 * b * vh * dk * dv   # fp32 state bytes of this rank's sequences
+    flops = 4.0 * 2 * T * vh * dk * dv
+    ops.append(Op(kind="matmul", name="lin.recurrence", dtype=lay.mm_dtype if not lay.mm_dtype.startswith("mx")
+                  else "bfloat16", m=max(1, T // b), k=dk, n=dv, batch=4 * vh * b, flops=flops,
+                  bytes=2 * state + T * (2 * kh * dk + 2 * vh * dv) * lay.act_bytes))
+    ops += [_vec("norm", "lin.gated_norm", T, vh * dv, lay, passes=3, flops_per=7),
+            _mm("lin.out_proj", T, vh * dv, h, lay)]
+    return ops
+
+
+def _pad(n: int, to: int) -> int:
+    return -(-n // to) * to if to > 1 else n
+
+
+def moe_rank_load(cfg: ModelConfig, T: int, ep: int, skew: float = 1.0) -> tuple:
+    """(token slots on the busiest EP rank, distinct experts active on it) for T tokens routed top-k.
+
+    Slots per rank average T*k/ep; the busiest of ``ep`` ranks carries about mean + sqrt(2 mean ln ep)
+    (the maximum of ep Poisson counts), times the router's ``skew``. A rank's E/ep experts are each hit
+    with probability 1 - (1 - k/E)^T, which is how many expert weights a decode step must read."""
+    mean = T * cfg.top_k / ep
+    busiest = mean + (math.sqrt(2.0 * mean * math.log(ep)) if ep > 1 else 0.0)
+    busiest = min(T * cfg.top_k, busiest * skew, T * min(cfg.top_k, cfg.experts // ep))
+    local = cfg.experts // ep
+    active = local * (1.0 - (1.0 - cfg.top_k / cfg.experts) ** T)
+    return busiest, max(1.0, min(float(local), active, busiest))
+
+
+def _moe(cfg: ModelConfig, T: int, lay: Layout, decode: bool = False) -> List[Op]:
+    """Router, top-k, the routed experts of the busiest rank (imbalance, and block padding in prefill),
+    shared experts."""
     ops = [_mm("moe.router", T, cfg.hidden, cfg.experts, lay),
            _vec("softmax", "moe.topk", T, cfg.experts, lay, passes=2, flops_per=5)]
-    local = cfg.experts // lay.ep
     if lay.ep_in_tp:   # the EP ranks hold the same tokens: each serves its experts' share of them
-        slots = math.ceil(T * cfg.top_k / lay.ep)
-        etp = lay.tp // lay.ep
+        etp = max(1, lay.tp // lay.ep)
+        busiest, active = moe_rank_load(cfg, T, lay.ep, lay.moe_skew)
     else:              # EP over data-parallel ranks: each receives T x top_k slots (balanced routing)
-        slots = T * cfg.top_k
         etp = lay.tp
-    active = max(1, min(local, slots))
-    m = max(1, math.ceil(slots / active))
-    ops += _mlp(cfg, "moe.experts", m, cfg.moe_intermediate // etp, lay, batch=active)
+        local = cfg.experts // lay.ep
+        busiest = T * cfg.top_k
+        active = max(1, min(local, busiest))
+    n_act = max(1, math.ceil(active - 1e-9))
+    m = max(1, math.ceil(busiest / n_act))
+    if not decode and lay.moe_all_experts:
+        n_act, m = max(1, cfg.experts // lay.ep), T
+    elif not decode:
+        m = _pad(m, lay.moe_block)
+    inter = max(1, cfg.moe_intermediate // etp)
+    if not decode:   # compute-bound: a slice narrower than the PE array pays whole columns
+        inter = _pad(inter, lay.pe_pad)
+    elay = lay if not lay.expert_weight_bytes else \
+        Layout(**{**lay.__dict__, "weight_bytes": lay.expert_weight_bytes})
+    # decode: a fused MoE kernel streams every selected expert in one pass when the per-rank expert width is
+    # whole PE-array columns; otherwise each selected expert is loaded and run on its own ("moe.selected")
+    fused = lay.pe_pad <= 1 or inter % lay.pe_pad == 0
+    ops += _mlp(cfg, "moe.experts" if fused or not decode else "moe.selected", m, inter, elay, batch=n_act)
     if cfg.shared_experts:
-        ops += _mlp(cfg, "moe.shared", T, cfg.shared_experts * cfg.moe_intermediate // lay.tp, lay)
+        width = cfg.shared_expert_intermediate or cfg.shared_experts * cfg.moe_intermediate
+        ops += _mlp(cfg, "moe.shared", T, local_heads(width, lay.tp), lay)
     return ops
 
 
@@ -196,14 +274,11 @@ def training_graph(cfg: ModelConfig, lay: Layout, micro_batch: int, seq: int, re
     """Ops of one micro-batch on the heaviest pipeline stage, plus the optimizer step (once per step).
     With ``lora`` (a ``model.lora.Lora``) the base weights are frozen and the adapters are trained."""
     q = seq // lay.cp
-    dense_n, moe_n = layer_counts(cfg, lay.pp, vp)
     frozen = lora is not None
     out: List[GraphOp] = []
     T = micro_batch * q
-    for moe, n in ((False, dense_n), (True, moe_n)):
-        if n <= 0:
-            continue
-        fwd = [(op, frozen) for op in layer_forward(cfg, moe, micro_batch, q, seq, lay)]
+    for (moe, attn, window), n in stage_kind_counts(cfg, lay.pp, vp).items():
+        fwd = [(op, frozen) for op in layer_forward(cfg, moe, micro_batch, q, seq, lay, attn=attn, window=window)]
         if frozen:
             fwd += [(op, False) for op in adapter_ops(cfg, lora, moe, T, lay)]
         for op, fz in fwd:
@@ -226,13 +301,33 @@ def optimizer_graph(params_local: float, hbm_bytes_per_param: float) -> OpGraph:
     return OpGraph((GraphOp(op, 1.0, "optimizer"),))
 
 
+def kind_counts(cfg: ModelConfig, pp: int = 1) -> dict:
+    """Layers of one pipeline stage per (moe, attention, window) kind (fractional when pp does not split
+    the pattern evenly)."""
+    out: dict = {}
+    for k in cfg.layer_kinds():
+        out[k] = out.get(k, 0.0) + 1.0 / pp
+    return out
+
+
+def stage_kind_counts(cfg: ModelConfig, pp: int, vp: int = 1) -> dict:
+    """``kind_counts`` of the heaviest pipeline stage: an uneven split gives it ``layer_counts``' layers (MoE
+    ones first), shared among the layer kinds in the model's proportions."""
+    base = kind_counts(cfg, pp)
+    if cfg.layers % (pp * vp) == 0:
+        return base
+    dense_n, moe_n = layer_counts(cfg, pp, vp)
+    tot = {True: sum(v for k, v in base.items() if k[0]), False: sum(v for k, v in base.items() if not k[0])}
+    want = {True: moe_n, False: dense_n}
+    return {k: v * want[k[0]] / tot[k[0]] for k, v in base.items() if tot[k[0]] > 0 and want[k[0]] > 0}
+
+
 def inference_graph(cfg: ModelConfig, lay: Layout, batch: int, q: int, kv: int, decode: bool) -> OpGraph:
     """Ops of one prefill (q = prompt) or one decode step (q = 1) over all layers of a stage."""
-    dense_n, moe_n = layer_counts(cfg, lay.pp)
     out: List[GraphOp] = []
-    for moe, n in ((False, dense_n), (True, moe_n)):
-        if n > 0:
-            out += [GraphOp(op, n, "forward") for op in layer_forward(cfg, moe, batch, q, kv, lay, decode)]
+    for (moe, attn, window), n in kind_counts(cfg, lay.pp).items():
+        out += [GraphOp(op, n, "forward")
+                for op in layer_forward(cfg, moe, batch, q, kv, lay, decode, attn, window)]
     # only the last position of each sequence reaches the LM head
     out += [GraphOp(op, 1.0, "head") for op in embed_ops(cfg, batch * q, lay) + head_ops(cfg, batch, lay, False)]
     return OpGraph(tuple(out))

@@ -4,11 +4,11 @@ neighbourhood of the refused layout: fewest changed flags first, then the fewest
 Also the TP degrees a serving replica may take (``serving_tps``, what compare's serving search walks)."""
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Tuple
+from typing import Callable, List, Mapping, Optional, Tuple
 
 from ..model.config import ModelConfig
 from ..model.layout_rules import ModelFacts, structure
-from ..model.memory import inference_memory, training_memory
+from ..model.memory import training_memory
 from ..model.parallel import Parallel
 from .rules import Config, violation
 
@@ -57,23 +57,17 @@ def nearest_training(cfg: ModelConfig, par: Parallel, ranks: int, hbm_per_rank: 
     return [f for _, _, f in found[:limit]]
 
 
-def nearest_inference(cfg: ModelConfig, tp: int, pp: int, ep: int, sp: bool, ranks: int, hbm_per_rank: float,
-                      batch: int, context: int, prompt: int, weight_bytes: float,
-                      overrides: Optional[Mapping] = None, limit: int = 1, tp_cap: int = 0) -> List[str]:
-    """Up to ``limit`` flag sets (``"--tp 16"``) of a serving replica larger than tp x pp that pass the layout
-    rules within ``ranks`` ranks (TP within ``tp_cap``, the fastest domain; 0: all) and fit: fewest changed
-    flags, then fewest ranks, then the shallower pipeline."""
-    facts = ModelFacts.of(cfg)
+def nearest_inference(tp: int, pp: int, ranks: int, fits: Callable[[int, int], bool], limit: int = 1,
+                      tp_cap: int = 0) -> List[str]:
+    """Up to ``limit`` flag sets (``"--tp 16"``) of a serving replica larger than tp x pp within ``ranks`` ranks
+    (TP within ``tp_cap``, the fastest domain; 0: all) that ``fits(tp, pp)`` accepts (the estimator's own
+    serving rules and memory fit): fewest changed flags, then fewest ranks, then the shallower pipeline."""
     found = []
     for t in _doubles(tp, pp, ranks):
         if tp_cap and tp < t > tp_cap:
             break
         for p in _doubles(pp, t, ranks):
-            if (t, p) == (tp, pp) or t % ep or structure(facts, t * p * ep, t, p, ep=ep, sp=sp, dp=ep):
-                continue
-            par = Parallel(tp=t, pp=p, dp=1, ep=ep, sp=sp)
-            if not inference_memory(cfg, par, batch, context, weight_bytes, hbm_per_rank, prompt=prompt,
-                                    overrides=overrides).fits:
+            if (t, p) == (tp, pp) or not fits(t, p):
                 continue
             flags = _flags(((f"--tp {t}", t != tp), (f"--pp {p}", p != pp)))
             found.append((len(flags), t * p, p, " ".join(flags)))   # on a tie, the shallower pipeline

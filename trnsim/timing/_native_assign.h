@@ -4,13 +4,18 @@
 
 enum { PORT_SBUF = 1, PORT_PSUM = 2 };
 
+/* assign.IN_ORDER_ENGINE's code, set by each schedule call from its argument (-1: none) */
+static int in_order_engine = -1;
+
 /* assign.ready: the latest end of the predecessors of instruction i, plus the cross-engine
-   semaphore when the producer ran on another engine than `e` */
+   semaphore when the producer ran on another engine than `e`; on the in-order engine its own
+   earlier instructions count as ready */
 static inline double ready_for(const int64_t *dptr, const int32_t *dind, const double *end,
                                const uint8_t *engs, Py_ssize_t i, uint8_t e, double sync_ns) {
     double ready = 0.0;
     for (int64_t k = dptr[i]; k < dptr[i + 1]; k++) {
         int32_t p = dind[k];
+        if ((int)e == in_order_engine && engs[p] == e) continue;
         double r = end[p];
         if (sync_ns != 0.0 && engs[p] != e) r += sync_ns;
         if (r > ready) ready = r;

@@ -66,19 +66,21 @@ static int throttle_record(Throttle *th, double s, double e) {
 
 static PyObject *py_schedule(PyObject *self, PyObject *args) {
     Py_ssize_t n, window, rwin;
-    int n_eng, nq;
+    int n_eng, nq, in_order;
     double sync_ns, th_start, th_ramp, th_window, th_min, margin;
     PyObject *o_shape, *o_kind, *o_eng, *o_nreads, *o_nregs, *o_occ, *o_occs, *o_lat, *o_flops,
         *o_bf16, *o_dbytes, *o_hbytes, *o_k, *o_dur, *o_fixed, *o_ports, *o_geo, *o_ptr, *o_idx,
         *o_start, *o_end, *o_busy, *o_engout, *o_hid, *o_aoff, *o_aeng, *o_aocc, *o_alat, *o_ahid,
         *o_aports, *o_reord;
-    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOOOOOOOOOOOOOOiidddddnOOOOOOOdOn", &n, &o_shape, &o_kind,
+    if (!PyArg_ParseTuple(args, "nOOOOOOOOOOOOOOOOOOOOOOOiidddddnOOOOOOOdOni", &n, &o_shape, &o_kind,
                           &o_eng, &o_nreads, &o_nregs, &o_occ, &o_occs, &o_lat, &o_flops, &o_bf16,
                           &o_dbytes, &o_hbytes, &o_k, &o_dur, &o_fixed, &o_ports, &o_geo, &o_ptr,
                           &o_idx, &o_start, &o_end, &o_busy, &o_engout, &n_eng, &nq, &sync_ns,
                           &th_start, &th_ramp, &th_window, &th_min, &window, &o_hid, &o_aoff,
-                          &o_aeng, &o_aocc, &o_alat, &o_ahid, &o_aports, &margin, &o_reord, &rwin))
+                          &o_aeng, &o_aocc, &o_alat, &o_ahid, &o_aports, &margin, &o_reord, &rwin,
+                          &in_order))
         return NULL;
+    in_order_engine = in_order;
     if (n < 0 || n > INT32_MAX || nq < 1 || nq > 65535 || n_eng < 1 || n_eng > 255 || window < 1 ||
         rwin < 1) {
         PyErr_SetString(PyExc_ValueError, "instruction count, queue count, engine count, gap "

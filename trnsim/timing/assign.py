@@ -22,11 +22,23 @@ from ..ir.trace import Instruction
 from .costs import ComputeCost, CostModel
 
 
+# The engine whose dependencies on its own earlier instructions the in-order pipeline satisfies:
+# Tensor-engine instructions depend on each other only through PSUM writes (the PE reads SBUF
+# only), which the array makes in issue order, so back-to-back matmuls accumulating into one bank
+# run at the issue interval ("full tiles issued back-to-back reach peak"; "accumulating K tiles
+# needs no extra instruction" [ARCH2]), not one result latency apart.  The C scheduler takes its
+# engine code as an argument.
+IN_ORDER_ENGINE = "tensor"
+
+
 def ready(preds: Sequence[int], end, engines, eng: str, sync_ns: float) -> float:
     """When the results ``eng`` waits for are ready: the latest end of its predecessors, plus the
-    cross-engine semaphore when the producer ran elsewhere."""
+    cross-engine semaphore when the producer ran elsewhere (a Tensor instruction's earlier Tensor
+    predecessors count as ready: the engine's own order covers them)."""
     t = 0.0
     for p in preds:
+        if eng == IN_ORDER_ENGINE and engines[p] == eng:
+            continue
         r = end[p]
         if sync_ns and engines[p] != eng:
             r += sync_ns

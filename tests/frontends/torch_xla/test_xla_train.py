@@ -32,6 +32,7 @@ def test_gpt_runs_unchanged_and_prints_estimates(run_exec, tmp_path):
     assert s["unlowered_ops"] == {}
     page = html.read_text()
     assert "<svg" in page and "Operators of the steady step" in page and "aten::mm" in page
+    assert "whole trn1.32xlarge: 32 ranks, data parallel (projected)" in page and "pure data parallelism" in page
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")   # self-contained
     tr = json.loads(trace.read_text())
     slices = [e for e in tr["traceEvents"] if e["ph"] == "X"]

@@ -127,3 +127,28 @@ def test_plain_optimizer_step_is_the_fused_optimizer_phase():
     g = graph_ops(_record(step))
     (fused,) = [i for i in g.items if i.phase == "optimizer"]
     assert fused.qualname == "xla::fused_adamw" and fused.op.bytes == 34 * (8 * 4 + 4)
+    # the gradients a data-parallel step would all-reduce: 36 fp32 values, issued after the backward ops
+    assert g.grad_bytes == 4 * (8 * 4 + 4) and g.grad_at.op == "all-reduce" and g.grad_at.bytes == g.grad_bytes
+    assert all(i.phase != "backward" for i in g.items[g.grad_at.after:])
+
+
+def test_projection_of_a_run_wider_than_the_instance_says_so():
+    """A launch already wider than one instance is not projected down to it: the summary says why."""
+    from types import SimpleNamespace
+    from trnsim.frontends.torch_xla.projection import project_instance
+    session = SimpleNamespace(world=64, hardware_file=None)
+    graph = SimpleNamespace(est=SimpleNamespace(instance="trn1.32xlarge", lnc=1), calls=[])
+    p = project_instance(session, graph)
+    assert p["ranks"] == 32 and p["step_s"] is None and "64 ranks" in p["note"] and "32" in p["note"]
+
+
+def test_projection_without_an_optimizer_step_adds_no_all_reduce():
+    """A forward-only graph (evaluation) has no gradients to reduce: the projection adds no collective."""
+    from types import SimpleNamespace
+    from trnsim.frontends.torch_xla.projection import project_instance
+    lin = torch.nn.Linear(64, 64)
+    calls = _record(lambda: lin(torch.randn(16, 64)))
+    graph = SimpleNamespace(est=SimpleNamespace(instance="trn1.32xlarge", lnc=1), calls=calls)
+    p = project_instance(SimpleNamespace(world=1, hardware_file=None), graph)
+    assert p["ranks"] == 32 and p["grad_bytes"] == 0 and p["comm_s"] == 0 and p["collectives"] == []
+    assert p["step_s"] == p["compute_s"] > 0 and "nothing to all-reduce" in p["note"]

@@ -31,6 +31,24 @@ def step_line(r, info, new: bool) -> str:
     return line
 
 
+def projection_column(s: Dict, proj: Dict):
+    """Column heads (this run, whole instance) and the projection's cells keyed by the summary's row names
+    (steady step, breakdown, tokens/s, MFU); no cells when there is no projection."""
+    here = f"this run: {s['world']} rank{'s' if s['world'] > 1 else ''}"
+    if not proj:
+        return (here,), {}
+    head = (here, f"whole {s['instance']}: {proj['ranks']} ranks, data parallel (projected)")
+    if proj.get("step_s") is None:
+        return head, {f"steady step (graph {s['steady_graph']})": proj.get("note", "n/a")}
+    tps = proj["tokens_per_s"]
+    brk = f"compute {fmt_s(proj['compute_s'])}, comm_exposed {fmt_s(proj['comm_exposed_s'])}"
+    if proj.get("grad_bytes"):
+        brk += f" (all-reduce of {proj['grad_bytes'] / 1e6:,.2f} MB of gradients)"
+    return head, {f"steady step (graph {s['steady_graph']})": fmt_s(proj["step_s"]), "  breakdown": brk,
+                  "tokens / s (all ranks)": f"{tps:,.0f}" if tps else "n/a",
+                  "MFU (BF16 dense peak)": f"{100 * proj['mfu']:.1f} %"}
+
+
 def print_summary(s: Dict, stream: TextIO) -> None:
     """The summary as a rich table (plus the recompilation and unlowered-op lists)."""
     from rich.console import Console
@@ -41,8 +59,12 @@ def print_summary(s: Dict, stream: TextIO) -> None:
         return
     t = Table(title=f"trnsim: estimated Trainium training step on {s['instance']} "
               f"({s['world']} rank{'s' if s['world'] > 1 else ''}, LNC={s['lnc']})", title_justify="left")
+    proj = s.get("instance_projection") or {}
+    head, pcol = projection_column(s, proj)
     t.add_column("figure")
-    t.add_column("value")
+    t.add_column(head[0])
+    if pcol:
+        t.add_column(head[1])
     tps = s["tokens_per_s"]
     rows = [("steps (graphs executed)", s["steps"]),
             ("mean estimated step", fmt_s(s["mean_step_s"])),
@@ -55,8 +77,11 @@ def print_summary(s: Dict, stream: TextIO) -> None:
                                                f"{s['cache_hits']} cache hits)"),
             ("compile cache", s["cache_dir"])]
     for k, v in rows:
-        t.add_row(k, str(v))
+        t.add_row(k, str(v), *([pcol.get(k, "")] if pcol else []))
     con.print(t)
+    if proj:
+        con.print(f"{PREFIX} whole-instance projection assumes: {proj['assumes']}"
+                  + (f" ({proj['note']})" if proj.get("note") else ""), markup=False)
     if s["recompiles_every_step"]:
         con.print(f"{PREFIX} RECOMPILES EVERY STEP: each step built a graph of a new shape "
                   "(on Trainium each one is a Neuron compilation)", markup=False)

@@ -61,6 +61,8 @@ class GraphOps:
     collectives: Tuple[Collective, ...]
     unlowered: Tuple[Tuple[str, Optional[Tuple[str, int, str]]], ...]
     tokens: int
+    grad_bytes: float = 0.0    # gradient bytes of the parameters the optimizer step updated
+    grad_at: Optional[Collective] = None   # where a data-parallel gradient all-reduce would be issued
 
 
 @dataclass(frozen=True)
@@ -169,9 +171,14 @@ def graph_ops(calls: Sequence[Call], rules: Optional[Dict[str, _Rule]] = None) -
     colls: List[Collective] = []
     unlowered = []
     tokens = 0
+    grad_bytes = 0.0
+    grad_at: Optional[Collective] = None
     fused = OPTIMIZER_MARK in rules and any(c.func == OPTIMIZER_MARK for c in calls)
     for call in calls:
         if call.func == OPTIMIZER_MARK:
+            grad_bytes += float(call.args[1]) if len(call.args) > 1 else 0.0
+            if grad_at is None:   # before the update that needs the reduced gradients
+                grad_at = Collective("all-reduce", 0.0, call.phase, call.loc, len(items))
             if fused:
                 items.append(Item(fused_optimizer_op(int(call.args[0])), 1.0, call.phase, "xla::fused_adamw",
                                   call.loc))
@@ -202,4 +209,6 @@ def graph_ops(calls: Sequence[Call], rules: Optional[Dict[str, _Rule]] = None) -
         if op.kind == "embedding" and call.phase == "forward":
             tokens = max(tokens, op.rows)
         items.append(Item(op, 1.0, call.phase, cop.qualname, call.loc))
-    return GraphOps(tuple(items), tuple(colls), tuple(unlowered), tokens)
+    if grad_at is not None:
+        grad_at = dataclasses.replace(grad_at, bytes=grad_bytes)
+    return GraphOps(tuple(items), tuple(colls), tuple(unlowered), tokens, grad_bytes, grad_at)

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..torch.records import TensorSpec, dtype_name, is_library_file
 
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
-_SKIP_NS = ("profiler",)
-OPTIMIZER_MARK = "trnsim::optimizer_step"   # a pseudo-call: the parameters xm.optimizer_step updated   # record_function markers: bookkeeping, no work
+_SKIP_NS = ("profiler",)   # record_function markers: bookkeeping, no work
+OPTIMIZER_MARK = "trnsim::optimizer_step"   # a pseudo-call: the parameters xm.optimizer_step updated
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,11 @@ class Recorder:
                                tuple((k, sp(v)) for k, v in kwargs.items()) if kwargs else (),
                                o, phase, self._loc()))
 
-    def mark_optimizer(self, params: int) -> None:
-        """Note that ``xm.optimizer_step`` updated ``params`` parameters (for the fused-optimizer cost)."""
-        self.calls.append(Call(OPTIMIZER_MARK, (int(params),), (), (), OPTIMIZER, self._loc_at(2)))
+    def mark_optimizer(self, params: int, grad_bytes: int = 0) -> None:
+        """Note that ``xm.optimizer_step`` updated ``params`` parameters (for the fused-optimizer cost) whose
+        gradients hold ``grad_bytes`` bytes (what a data-parallel step all-reduces before the update)."""
+        self.calls.append(Call(OPTIMIZER_MARK, (int(params), int(grad_bytes)), (), (), OPTIMIZER,
+                               self._loc_at(2)))
 
     def _loc_at(self, depth: int) -> Optional[Tuple[str, int, str]]:
         f = sys._getframe(depth)
@@ -143,7 +145,7 @@ class Recorder:
     def _opt_pre(self, opt, args, kwargs) -> None:
         if self.in_optimizer or not self.enabled:
             return   # inside xm.optimizer_step, which marked the step already
-        self.mark_optimizer(sum(p.numel() for g in opt.param_groups for p in g["params"] if p.grad is not None))
+        self.mark_optimizer(*grad_counts(opt))
         self.in_optimizer = self._by_hook = True
 
     def _opt_post(self, opt, args, kwargs) -> None:
@@ -161,6 +163,13 @@ class Recorder:
             except Exception:  # pragma: no cover - the mode stack was already unwound by torch
                 pass
             self._mode = None
+
+
+def grad_counts(optimizer) -> Tuple[int, int]:
+    """(parameters, gradient bytes) of the parameters of ``optimizer`` that have a gradient: the tensors
+    ``xm.optimizer_step`` all-reduces over the ranks before the update."""
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    return sum(t.numel() for t in grads), sum(t.numel() * t.element_size() for t in grads)
 
 
 def short_loc(loc: Optional[Tuple[str, int, str]]) -> str:

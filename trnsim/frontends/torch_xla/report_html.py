@@ -1,6 +1,6 @@
 """``--report run.html``: a self-contained page (no network) with the summary, a per-step chart of the
 estimated Trainium step against the CPU wall time (log scale), the graphs and recompilations, and the op
-table of the steady step."""
+table of the steady step; the summary shows the whole-instance data-parallel projection beside this run."""
 from __future__ import annotations
 
 import html
@@ -8,7 +8,7 @@ import math
 from typing import Dict, List
 
 from ...outputs import write_text
-from .console import fmt_s
+from .console import fmt_s, projection_column
 from .summary import steady_graph
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:16px;color:#1d232a}h1{font-size:20px}h2{font-size:16px}"
@@ -58,13 +58,24 @@ def render_report(session, s: Dict) -> str:
     if not s.get("steps"):
         return "".join(parts) + f"<p>{html.escape(s.get('note', ''))}</p></body></html>"
     tps = s["tokens_per_s"]
-    parts.append(_table(["figure", "value"], [
-        ["ranks (data parallel)", s["world"]], ["steps", s["steps"]], ["mean estimated step", fmt_s(s["mean_step_s"])],
-        ["steady step", fmt_s(s["steady_step_s"])],
-        ["breakdown", ", ".join(f"{k} {fmt_s(v)}" for k, v in s["breakdown_s"].items() if v > 0)],
-        ["tokens/s", f"{tps:,.0f}" if tps else "n/a"], ["MFU", f"{100 * s['mfu']:.1f} %"],
-        ["CPU wall per step", fmt_s(s["cpu_mean_s"])],
-        ["distinct graphs", f"{s['graphs_distinct']} ({s['compiled']} compiled, {s['cache_hits']} cache hits)"]]))
+    rows = [["ranks (data parallel)", s["world"]], ["steps", s["steps"]],
+            ["mean estimated step", fmt_s(s["mean_step_s"])], ["steady step", fmt_s(s["steady_step_s"])],
+            ["breakdown", ", ".join(f"{k} {fmt_s(v)}" for k, v in s["breakdown_s"].items() if v > 0)],
+            ["tokens/s", f"{tps:,.0f}" if tps else "n/a"], ["MFU", f"{100 * s['mfu']:.1f} %"],
+            ["CPU wall per step", fmt_s(s["cpu_mean_s"])],
+            ["distinct graphs", f"{s['graphs_distinct']} ({s['compiled']} compiled, {s['cache_hits']} cache hits)"]]
+    proj = s.get("instance_projection") or {}
+    head, pcol = projection_column(s, proj)
+    if pcol:
+        # the console's row names -> this table's
+        same = {f"steady step (graph {s['steady_graph']})": "steady step", "  breakdown": "breakdown",
+                "tokens / s (all ranks)": "tokens/s", "MFU (BF16 dense peak)": "MFU"}
+        cells = {same[k]: v for k, v in pcol.items()}
+        cells["ranks (data parallel)"] = proj["ranks"]
+        rows = [r + [cells.get(r[0], "")] for r in rows]
+    parts.append(_table(["figure", *head], rows))
+    if proj:
+        parts.append(f"<p>The whole-instance projection assumes {html.escape(proj['assumes'])}.</p>")
     parts.append("<h2>Per step</h2>" + _chart(s["per_step"]))
     parts.append("<h2>Graphs</h2>" + _table(["graph", "ops", "first step", "runs", "status", "est. step", "why new"], [
         [g["id"], g["ops"], g["first_step"], g["uses"], g["status"], fmt_s(g["step_s"]), g["reason"]]

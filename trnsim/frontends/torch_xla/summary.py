@@ -1,9 +1,11 @@
 """The end-of-run summary as plain data: mean and steady step, tokens/s, MFU, graphs seen and compiled,
-the recompilations with the tensor and line that changed shape, and the ops with no Trainium lowering."""
+the recompilations with the tensor and line that changed shape, the ops with no Trainium lowering, and the
+projection of the script run data-parallel over the whole instance."""
 from __future__ import annotations
 
 from typing import Dict, List
 
+from .projection import project_instance
 from .recorder import short_loc
 
 MIN_STEPS_FOR_EVERY_STEP = 3   # "recompiles every step" needs a few steps to be a pattern, not a warm-up
@@ -56,6 +58,7 @@ def summarize(session) -> Dict:
         "tokens_per_step": tokens, "tokens_per_s": tokens / est.step_s if tokens and est.step_s else None,
         "mfu": est.mfu, "model_flops_per_rank": est.flops,
         "cpu_mean_s": sum(cpu) / n, "cpu_steady_mean_s": (sum(cpu[1:]) / (n - 1)) if n > 1 else cpu[0],
+        "instance_projection": project_instance(session, g),
         "recompilations": recomp,
         "recompiles_every_step": n >= MIN_STEPS_FOR_EVERY_STEP and new_after_first == n - 1,
         "unlowered_ops": _unlowered(session),

@@ -138,8 +138,8 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[di
     s = _session.current()
     rec = s.recorder if s is not None else None
     if rec is not None:
-        rec.mark_optimizer(sum(p.numel() for g in optimizer.param_groups for p in g["params"]
-                               if p.grad is not None))
+        from .recorder import grad_counts
+        rec.mark_optimizer(*grad_counts(optimizer))
         rec.in_optimizer = True
     try:
         reduce_gradients(optimizer, groups=groups, pin_layout=pin_layout)

@@ -145,8 +145,13 @@ class GpuSystem:
 
 
 def is_gpu_system(key: str, hardware_file: Optional[str] = None) -> bool:
-    """Whether ``key`` names a GPU system of the catalog."""
+    """Whether ``key`` names a GPU system of the catalog (its key or an alias, any case)."""
     return load_gpu_catalog(user_file=hardware_file).has_system(key)
+
+
+def gpu_system_names(hardware_file: Optional[str] = None) -> list:
+    """The catalog keys of the GPU systems, sorted."""
+    return sorted(load_gpu_catalog(user_file=hardware_file).systems)
 
 
 def gpu_system(key: str, nodes: int = 1, hardware_file: Optional[str] = None,

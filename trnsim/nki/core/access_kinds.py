@@ -2,12 +2,10 @@
 and manually placed legacy block tensors (block index -> the byte offset of its tile)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .tensor import NkiTensor
 
 
 class Gather:

@@ -6,13 +6,9 @@ import numpy as np
 
 from ...errors import IndexingError, OutOfBoundsError, ShapeError
 from .index_exprs import _is_int
-from typing import TYPE_CHECKING
-
 from .access_kinds import Gather
 from .storage import retype as _retype
 
-if TYPE_CHECKING:
-    from .tensor import NkiTensor
 
 
 def access_pattern(t: NkiTensor, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):

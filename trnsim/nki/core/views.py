@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ...errors import IndexingError, ShapeError, UnsupportedError
-
-if TYPE_CHECKING:
-    from .tensor import NkiTensor
 
 
 class ViewMethods:
