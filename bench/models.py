@@ -95,9 +95,9 @@ def main() -> None:
 def sweep(comm: str):
     """(estimates, CPU seconds, distinct (op, group) closed forms built) of a tp x pp x dp x zero sweep (CPU
     time, not wall: the bench machine is shared)."""
-    from trnsim.fabric import closed_form, comm as fabric_comm
+    from trnsim.fabric import closed_form, fast
     from trnsim.errors import TrnsimError
-    fabric_comm._pieces.cache_clear()   # every group new, as in a fresh planner worker
+    fast.candidates.cache_clear()   # every group new, as in a fresh planner worker
     closed_form._STEP_MEMO.clear()
     n, t = 0, time.process_time()
     for nodes in (1, 2, 4, 8):
@@ -113,7 +113,7 @@ def sweep(comm: str):
                         n += 1
                     except TrnsimError:   # layouts the model rejects (batch, heads)
                         pass
-    return n, time.process_time() - t, fabric_comm._pieces.cache_info().currsize
+    return n, time.process_time() - t, fast.candidates.cache_info().currsize
 
 
 if __name__ == "__main__":
