@@ -4,6 +4,9 @@
     python bench/models.py --refit      # fit the factors again first (does not write them)
     python bench/models.py --uncalibrated   # every factor 1: the raw roofline gap
     python bench/models.py --costs simulated --refit --write   # fit the simulated op costs' factors and record them
+    python -m trnsim.model.calibrate --write   # roofline factors jointly with trn1's in-graph fabric constants
+
+--refit fits the factors only, the fabric constants as fabric.toml holds them.
 
 Also times a few typical estimates (warm), the `< 0.5 s` target of issue 9, and a planner-like sweep of
 training estimates per collectives model (fabric closed forms built cold for every new group).

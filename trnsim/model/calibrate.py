@@ -3,8 +3,10 @@ compare every row's prediction with its published value.
 
 Only the rows in ``data/calibration_rows.csv`` are used. The fit minimises squared log errors with a
 finite-difference Gauss-Newton on log(1/efficiency), factors bounded (roofline costs cannot be beaten).
-Collectives are not fitted here: they are the fabric's, runtime constants included (trnsim.fabric).
-Run ``python -m trnsim.model.calibrate --write`` to refresh ``data/calibration.toml``.
+Collectives are the fabric's (trnsim.fabric), with no model-side factor; the command line fit also solves the
+two fabric constants of a compiled graph's collectives that only model rows expose (trn1's in-graph call
+cost and rings' link fraction, FABRIC_FIT) jointly with the factors. Run ``python -m trnsim.model.calibrate
+--write`` to refresh ``data/calibration.toml`` and those figures of ``hardware/data/fabric.toml``.
 """
 from __future__ import annotations
 
