@@ -62,6 +62,10 @@ class Workload:
     input_dist: str = "128"
     output_dist: str = "128"
     seed: int = 0
+    # closed loop as benchmark clients measure it (the data file's [closed_loop] section says why):
+    stagger: bool = False      # users start one steady-state spacing apart instead of all at t = 0
+    warmup: int = 0            # each user's first ``warmup`` requests are left out of the statistics
+    cooldown: bool = False     # and so are each user's last ``warmup`` requests (the tail, as users stop)
 
 
 def check_workload(w: Workload, max_batch: int) -> None:
@@ -77,6 +81,9 @@ def check_workload(w: Workload, max_batch: int) -> None:
     if w.mode == "closed" and w.concurrency < 1:
         raise ConfigError("a closed-loop workload needs --concurrency >= 1", rule="serving-concurrency",
                           limit=">= 1", value=w.concurrency)
+    if w.warmup < 0:
+        raise ConfigError("warm-up requests per user must not be negative", rule="serving-warmup", limit=">= 0",
+                          value=w.warmup)
 
 
 class _Server:
@@ -212,16 +219,24 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
                 nxt[0] += 1
                 queue.schedule(queue.now, lambda qq, k=k: arrive(qq, k))
         srv.on_done = on_done
+        gap = start_spacing(st, w.concurrency, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)),
+                            prefill_batch) if w.stagger else 0.0
         for r in range(min(w.concurrency, n)):
-            q.schedule(0.0, lambda qq, r=r: arrive(qq, r))
+            q.schedule(r * gap, lambda qq, r=r: arrive(qq, r))
     q.run()
-    lat = sorted(d - a for d, a in zip(srv.done, arrivals))
-    ttft = sorted(f - a for f, a in zip(srv.first, arrivals))
-    tpot = sorted((d - f) / (o - 1) for d, f, o in zip(srv.done, srv.first, lens_out) if o > 1) or [0.0]
-    itl = sorted((d - f) / k for d, f, k in zip(srv.done, srv.first, srv.steps_after_first) if k) or [0.0]
+    keep = measured(w, n)
+    lat = sorted(srv.done[r] - arrivals[r] for r in keep)
+    ttft = sorted(srv.first[r] - arrivals[r] for r in keep)
+    tpot = sorted((srv.done[r] - srv.first[r]) / (lens_out[r] - 1) for r in keep if lens_out[r] > 1) or [0.0]
+    itl = sorted((srv.done[r] - srv.first[r]) / srv.steps_after_first[r] for r in keep
+                 if srv.steps_after_first[r]) or [0.0]
     span = max(srv.done) - min(arrivals)
     cap = sustainable_rate(st, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)), prefill_batch)
     rate = w.rate if w.mode == "open" else n / span
+    tokens_per_s = srv.tokens / span
+    if len(keep) < n:   # steady state of a closed loop: Little's law, N users / mean response time
+        rate = w.concurrency / float(np.mean(lat))
+        tokens_per_s = rate * float(np.mean([lens_out[r] for r in keep]))
     over = w.mode == "open" and w.rate > cap
     if over:
         verdict = (f"overloaded: {w.rate:.3g} requests/s offered, about {cap:.3g} sustained at batch {max_batch}; "
@@ -233,13 +248,34 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
         verdict = (f"{who}: {rate:.3g} requests/s served, {'at' if rate >= 0.95 * cap else 'below'} the about "
                    f"{cap:.3g} requests/s the replica sustains at batch {max_batch}")
     return ServingEstimate(
-        rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=srv.tokens / span,
-        requests_per_s=n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
+        rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=tokens_per_s,
+        requests_per_s=rate if len(keep) < n else n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
         latency_s_p99=percentile(lat, 99), ttft_ms_p50=percentile(ttft, 50) * 1e3,
         ttft_ms_p90=percentile(ttft, 90) * 1e3, ttft_ms_p99=percentile(ttft, 99) * 1e3,
         mean_batch=srv.batch_sum / max(1, srv.decode_steps), mode=w.mode, concurrency=w.concurrency,
         tpot_ms_p50=percentile(tpot, 50) * 1e3, tpot_ms_p99=percentile(tpot, 99) * 1e3,
         itl_ms_p50=percentile(itl, 50) * 1e3, sustainable_rate_per_s=cap, overloaded=over, verdict=verdict)
+
+
+def start_spacing(st: StepTimes, users: int, max_batch: int, mean_in: float, mean_out: float,
+                  prefill_batch: int = 1) -> float:
+    """Seconds between two closed-loop users' first requests so that they arrive as they do in the steady
+    state: one user's period (N users sharing the replica at batch min(N, max batch)) over N, which is one
+    over the rate the replica sustains at that batch."""
+    return 1.0 / sustainable_rate(st, max(1, min(users, max_batch)), mean_in, mean_out, prefill_batch)
+
+
+def measured(w: Workload, n: int) -> List[int]:
+    """The requests a closed-loop benchmark's statistics cover: without each user's first ``w.warmup``
+    requests (the ramp) and, with ``w.cooldown``, without the last ``w.warmup`` per user (users drop off
+    then). Every request when that leaves none, and always outside a closed loop."""
+    if w.mode != "closed":
+        return list(range(n))
+    # by send order, never by how long a request took (that would keep the fast ones): the first
+    # warmup x N requests are the ramp; with a cooldown the last warmup x N (each user's last ones) go too
+    skip = w.warmup * w.concurrency
+    keep = list(range(skip, n - skip if w.cooldown else n))
+    return keep or list(range(n))
 
 
 def sustainable_rate(st: StepTimes, max_batch: int, mean_in: float, mean_out: float, prefill_batch: int = 1
