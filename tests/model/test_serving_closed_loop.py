@@ -37,7 +37,7 @@ def test_two_staggered_users_reach_the_hand_steady_state():
     # prefilled, decodes 7 steps and sits out the other user's prefill and lone step: latency 2P + 8D = 3.0 s.
     # 6 requests: ids 0, 1 (the ramp) and 4, 5 (each user's last, as users stop) are left out.
     w = Workload(mode="closed", concurrency=2, requests=6, input_dist="16", output_dist=str(OUT),
-                 stagger=True, warmup=1, cooldown=True)
+                 stagger="even", warmup=1, cooldown=True)
     e = simulate(StandIn(), w, max_batch=2)
     assert e.ttft_ms_p50 == pytest.approx((P + D) * 1e3)
     assert e.ttft_ms_p99 == pytest.approx((P + D) * 1e3)
@@ -58,10 +58,33 @@ def test_synchronised_users_wait_for_each_other_every_time():
 
 def test_too_few_requests_keep_them_all_and_negative_warmup_is_refused():
     w = Workload(mode="closed", concurrency=2, requests=2, input_dist="16", output_dist=str(OUT),
-                 stagger=True, warmup=1, cooldown=True)
+                 stagger="even", warmup=1, cooldown=True)
     e = simulate(StandIn(), w, max_batch=2)
     # the ramp is all there is: A's TTFT is P; B sends at P + 3.5D, waits for the step ending P + 4D and is
     # prefilled by 2P + 4D, a TTFT of P + 0.5D; the median of the two is P + 0.25D
     assert e.ttft_ms_p50 == pytest.approx((P + 0.25 * D) * 1e3)
     with pytest.raises(TrnsimError, match="warm-up"):
         check_workload(Workload(mode="closed", concurrency=2, warmup=-1), 2)
+
+
+def test_random_phases_lie_within_one_period_and_unknown_stagger_is_refused():
+    import numpy as np
+    from trnsim.model.serving import start_times
+    w = Workload(mode="closed", concurrency=4, requests=8, stagger="random")
+    t = start_times(StandIn(), w, 4, [16] * 8, [OUT] * 8, 1, np.random.default_rng(0))
+    period = 4 * (P + 7 * D / 4)   # 4 users at batch 4: each request's prefill and a quarter of 7 steps
+    assert t[0] == 0.0 and len(t) == 4 and all(0.0 <= x < period for x in t)
+    with pytest.raises(TrnsimError, match="stagger"):
+        check_workload(Workload(mode="closed", concurrency=2, stagger="ramp"), 2)
+
+
+def test_the_data_file_settings_reach_the_simulation():
+    # through estimate_inference: overriding the stagger back to all-at-once restores the synchronised loop
+    from trnsim.model import estimate_inference
+    from trnsim.model.neuron import ServingSetup
+    kw = dict(tp=8, lnc=2, input_len=512, output_len=64, concurrency=4, max_batch=4, requests=16)
+    even = estimate_inference("llama-3.1-8b", "trn2.48xlarge", **kw).serving
+    sync = estimate_inference("llama-3.1-8b", "trn2.48xlarge", serving=ServingSetup(
+        overrides={"closed_loop.stagger": ""}), **kw).serving
+    # synchronised users queue behind up to 3 other prompts; evenly spread ones behind none
+    assert sync.ttft_ms_p50 > 1.5 * even.ttft_ms_p50

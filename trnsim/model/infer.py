@@ -128,7 +128,7 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         w = Workload(mode="closed" if concurrency else "open", rate=float(rate or 0.0),
                      concurrency=int(concurrency or 0), requests=requests, input_dist=input_dist or str(input_len),
                      output_dist=output_dist or str(output_len), seed=seed,
-                     stagger=bool(setup.fig("closed_loop.stagger")),
+                     stagger=str(setup.fig("closed_loop.stagger")),
                      warmup=int(setup.fig("closed_loop.warmup_per_user")),
                      cooldown=bool(setup.fig("closed_loop.cooldown")))
         if scenario:

@@ -23,6 +23,7 @@ from .results import ServingEstimate
 from .step import StepTimes
 
 MODES = ("open", "closed", "offline")
+STAGGER = ("", "even", "random")
 
 
 def parse_dist(spec: str, name: str) -> Callable[[np.random.Generator], int]:
@@ -63,7 +64,7 @@ class Workload:
     output_dist: str = "128"
     seed: int = 0
     # closed loop as benchmark clients measure it (the data file's [closed_loop] section says why):
-    stagger: bool = False      # users start one steady-state spacing apart instead of all at t = 0
+    stagger: str = ""          # "" (all users at t = 0), "even" or "random" phases over one steady-state period
     warmup: int = 0            # each user's first ``warmup`` requests are left out of the statistics
     cooldown: bool = False     # and so are each user's last ``warmup`` requests (the tail, as users stop)
 
@@ -81,6 +82,9 @@ def check_workload(w: Workload, max_batch: int) -> None:
     if w.mode == "closed" and w.concurrency < 1:
         raise ConfigError("a closed-loop workload needs --concurrency >= 1", rule="serving-concurrency",
                           limit=">= 1", value=w.concurrency)
+    if w.stagger not in STAGGER:
+        raise ConfigError(f"unknown closed-loop start stagger {w.stagger!r}", rule="serving-stagger",
+                          limit=STAGGER, value=w.stagger)
     if w.warmup < 0:
         raise ConfigError("warm-up requests per user must not be negative", rule="serving-warmup", limit=">= 0",
                           value=w.warmup)
@@ -219,10 +223,8 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
                 nxt[0] += 1
                 queue.schedule(queue.now, lambda qq, k=k: arrive(qq, k))
         srv.on_done = on_done
-        gap = start_spacing(st, w.concurrency, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)),
-                            prefill_batch) if w.stagger else 0.0
-        for r in range(min(w.concurrency, n)):
-            q.schedule(r * gap, lambda qq, r=r: arrive(qq, r))
+        for r, t in enumerate(start_times(st, w, max_batch, lens_in, lens_out, prefill_batch, rng)):
+            q.schedule(t, lambda qq, r=r: arrive(qq, r))
     q.run()
     keep = measured(w, n)
     lat = sorted(srv.done[r] - arrivals[r] for r in keep)
@@ -263,6 +265,20 @@ def start_spacing(st: StepTimes, users: int, max_batch: int, mean_in: float, mea
     state: one user's period (N users sharing the replica at batch min(N, max batch)) over N, which is one
     over the rate the replica sustains at that batch."""
     return 1.0 / sustainable_rate(st, max(1, min(users, max_batch)), mean_in, mean_out, prefill_batch)
+
+
+def start_times(st: StepTimes, w: Workload, max_batch: int, lens_in, lens_out, prefill_batch: int,
+                rng: np.random.Generator) -> List[float]:
+    """When each closed-loop user sends its first request: all at 0, ``even``ly one steady-state spacing
+    apart, or at ``random`` phases of one period (the first user at 0, the others uniform over N spacings)."""
+    users = min(w.concurrency, len(lens_in))
+    if not w.stagger:
+        return [0.0] * users
+    gap = start_spacing(st, w.concurrency, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)),
+                        prefill_batch)
+    if w.stagger == "even":
+        return [r * gap for r in range(users)]
+    return [0.0] + [float(t) for t in rng.uniform(0.0, gap * w.concurrency, size=users - 1)]
 
 
 def measured(w: Workload, n: int) -> List[int]:
