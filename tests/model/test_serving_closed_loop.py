@@ -88,3 +88,17 @@ def test_the_data_file_settings_reach_the_simulation():
         overrides={"closed_loop.stagger": ""}), **kw).serving
     # synchronised users queue behind up to 3 other prompts; evenly spread ones behind none
     assert sync.ttft_ms_p50 > 1.5 * even.ttft_ms_p50
+
+
+def test_cli_stagger_flag(capsys):
+    import json
+    from trnsim.cli.main import main
+    ttft = {}
+    for st in ("none", "even"):
+        rc = main(["estimate", "infer", "--model", "llama-3.1-8b", "--tp", "8", "--lnc", "2", "--concurrency", "4",
+                   "--max-batch", "4", "--input", "512", "--output", "64", "--requests", "16", "--stagger", st,
+                   "--json"])
+        d = json.loads(capsys.readouterr().out)
+        assert rc == 0 and "steady state: 8 of 16 requests" in d["serving"]["verdict"]
+        ttft[st] = d["serving"]["ttft_ms_p50"]
+    assert ttft["none"] > 1.5 * ttft["even"]

@@ -249,6 +249,9 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
         who = f"{w.concurrency} users" if w.mode == "closed" else "every request at once"
         verdict = (f"{who}: {rate:.3g} requests/s served, {'at' if rate >= 0.95 * cap else 'below'} the about "
                    f"{cap:.3g} requests/s the replica sustains at batch {max_batch}")
+        if len(keep) < n:
+            part = f"first {w.warmup}" + (f" and last {w.warmup}" if w.cooldown else "")
+            verdict += f"; steady state: {len(keep)} of {n} requests measured (each user's {part} left out)"
     return ServingEstimate(
         rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=tokens_per_s,
         requests_per_s=rate if len(keep) < n else n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
