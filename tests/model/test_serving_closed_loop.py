@@ -102,3 +102,14 @@ def test_cli_stagger_flag(capsys):
         assert rc == 0 and "steady state: 8 of 16 requests" in d["serving"]["verdict"]
         ttft[st] = d["serving"]["ttft_ms_p50"]
     assert ttft["none"] > 1.5 * ttft["even"]
+
+
+def test_random_phase_draws_are_pooled_and_must_be_positive():
+    # with 1 user the phase is irrelevant: every draw is the hand timeline (TTFT P, latency P + 7D)
+    w = Workload(mode="closed", concurrency=1, requests=5, input_dist="16", output_dist=str(OUT),
+                 stagger="random", warmup=1, cooldown=True, draws=3)
+    e = simulate(StandIn(), w, max_batch=1)
+    assert "pooled over 3 draws" in e.verdict
+    assert e.ttft_ms_p50 == pytest.approx(P * 1e3) and e.latency_s_p99 == pytest.approx(P + 7 * D)
+    with pytest.raises(TrnsimError, match="draw"):
+        check_workload(Workload(mode="closed", concurrency=2, draws=0), 2)

@@ -225,7 +225,7 @@ def add_serving_flags(p) -> None:
                    "request when the last one finished (instead of --rate)")
     g.add_argument("--stagger", choices=("even", "random", "none"), default=None,
                    help="closed loop: how the users' first requests are spread over one steady-state period "
-                   "(default: the data file's, even); none = all at once (users stay synchronised)")
+                   "(default: the data file's, random phases); none = all at once (users stay synchronised)")
     g.add_argument("--scenario", choices=("offline", "server"), default=None,
                    help="MLPerf-style: offline (max throughput) or server (highest Poisson rate within limits)")
     g.add_argument("--ttft-limit-ms", type=float, default=2000.0, help="server scenario: p99 TTFT limit")

@@ -130,7 +130,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                      output_dist=output_dist or str(output_len), seed=seed,
                      stagger=str(setup.fig("closed_loop.stagger")),
                      warmup=int(setup.fig("closed_loop.warmup_per_user")),
-                     cooldown=bool(setup.fig("closed_loop.cooldown")))
+                     cooldown=bool(setup.fig("closed_loop.cooldown")),
+                     draws=int(setup.fig("closed_loop.phase_draws")))
         if scenario:
             serving_est = mlperf(st, scenario, w, mb, setup.prefill_batch, setup.chunk, ttft_limit_ms,
                                  tpot_limit_ms)

@@ -67,6 +67,7 @@ class Workload:
     stagger: str = ""          # "" (all users at t = 0), "even" or "random" phases over one steady-state period
     warmup: int = 0            # each user's first ``warmup`` requests are left out of the statistics
     cooldown: bool = False     # and so are each user's last ``warmup`` requests (the tail, as users stop)
+    draws: int = 1             # random start phases: simulations pooled
 
 
 def check_workload(w: Workload, max_batch: int) -> None:
@@ -85,6 +86,9 @@ def check_workload(w: Workload, max_batch: int) -> None:
     if w.stagger not in STAGGER:
         raise ConfigError(f"unknown closed-loop start stagger {w.stagger!r}", rule="serving-stagger",
                           limit=STAGGER, value=w.stagger)
+    if w.draws < 1:
+        raise ConfigError("the closed loop needs at least one draw of start phases", rule="serving-draws",
+                          limit=">= 1", value=w.draws)
     if w.warmup < 0:
         raise ConfigError("warm-up requests per user must not be negative", rule="serving-warmup", limit=">= 0",
                           value=w.warmup)
@@ -188,12 +192,8 @@ class _Server:
             self.on_done(q, r)
 
 
-def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: int = 1, chunk: int = 0
-             ) -> ServingEstimate:
-    """Serve ``workload`` on one replica whose steps ``st`` times; latency percentiles and throughput."""
-    w = workload
-    check_workload(w, max_batch)
-    rng = np.random.default_rng(w.seed)
+def _run(st: StepTimes, w: Workload, max_batch: int, prefill_batch: int, chunk: int, rng: np.random.Generator):
+    """One simulation: the server's record, the send times and the request lengths."""
     draw_in, draw_out = parse_dist(w.input_dist, "input"), parse_dist(w.output_dist, "output")
     n = w.requests
     lens_in = [draw_in(rng) for _ in range(n)]
@@ -226,19 +226,37 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
         for r, t in enumerate(start_times(st, w, max_batch, lens_in, lens_out, prefill_batch, rng)):
             q.schedule(t, lambda qq, r=r: arrive(qq, r))
     q.run()
+    return srv, arrivals, lens_in, lens_out
+
+
+def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: int = 1, chunk: int = 0
+             ) -> ServingEstimate:
+    """Serve ``workload`` on one replica whose steps ``st`` times; latency percentiles and throughput. A closed
+    loop with random start phases runs ``workload.draws`` phase draws and pools their measured requests."""
+    w = workload
+    check_workload(w, max_batch)
+    n = w.requests
+    draws = w.draws if (w.mode == "closed" and w.stagger == "random") else 1
+    runs = [_run(st, w, max_batch, prefill_batch, chunk,
+                 np.random.default_rng(w.seed if k == 0 else [w.seed, k])) for k in range(draws)]
     keep = measured(w, n)
-    lat = sorted(srv.done[r] - arrivals[r] for r in keep)
-    ttft = sorted(srv.first[r] - arrivals[r] for r in keep)
-    tpot = sorted((srv.done[r] - srv.first[r]) / (lens_out[r] - 1) for r in keep if lens_out[r] > 1) or [0.0]
-    itl = sorted((srv.done[r] - srv.first[r]) / srv.steps_after_first[r] for r in keep
-                 if srv.steps_after_first[r]) or [0.0]
+    lat, ttft, tpot, itl, outs = [], [], [], [], []
+    for srv, arrivals, lens_in, lens_out in runs:
+        lat += [srv.done[r] - arrivals[r] for r in keep]
+        ttft += [srv.first[r] - arrivals[r] for r in keep]
+        tpot += [(srv.done[r] - srv.first[r]) / (lens_out[r] - 1) for r in keep if lens_out[r] > 1]
+        itl += [(srv.done[r] - srv.first[r]) / srv.steps_after_first[r] for r in keep if srv.steps_after_first[r]]
+        outs += [lens_out[r] for r in keep]
+    lat, ttft, tpot, itl = sorted(lat), sorted(ttft), sorted(tpot) or [0.0], sorted(itl) or [0.0]
+    srv, arrivals, lens_in, lens_out = runs[0]
     span = max(srv.done) - min(arrivals)
     cap = sustainable_rate(st, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)), prefill_batch)
     rate = w.rate if w.mode == "open" else n / span
     tokens_per_s = srv.tokens / span
-    if len(keep) < n:   # steady state of a closed loop: Little's law, N users / mean response time
+    steady = len(keep) < n
+    if steady:   # steady state of a closed loop: Little's law, N users / mean response time
         rate = w.concurrency / float(np.mean(lat))
-        tokens_per_s = rate * float(np.mean([lens_out[r] for r in keep]))
+        tokens_per_s = rate * float(np.mean(outs))
     over = w.mode == "open" and w.rate > cap
     if over:
         verdict = (f"overloaded: {w.rate:.3g} requests/s offered, about {cap:.3g} sustained at batch {max_batch}; "
@@ -249,13 +267,15 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
         who = f"{w.concurrency} users" if w.mode == "closed" else "every request at once"
         verdict = (f"{who}: {rate:.3g} requests/s served, {'at' if rate >= 0.95 * cap else 'below'} the about "
                    f"{cap:.3g} requests/s the replica sustains at batch {max_batch}")
-        if len(keep) < n:
+        if steady:
             part = f"first {w.warmup}" + (f" and last {w.warmup}" if w.cooldown else "")
             verdict += f"; steady state: {len(keep)} of {n} requests measured (each user's {part} left out)"
+            if draws > 1:
+                verdict += f", pooled over {draws} draws of random start phases"
     return ServingEstimate(
         rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=tokens_per_s,
-        requests_per_s=rate if len(keep) < n else n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
-        latency_s_p99=percentile(lat, 99), ttft_ms_p50=percentile(ttft, 50) * 1e3,
+        requests_per_s=rate if steady else n / span, latency_s_p50=percentile(lat, 50),
+        latency_s_p90=percentile(lat, 90), latency_s_p99=percentile(lat, 99), ttft_ms_p50=percentile(ttft, 50) * 1e3,
         ttft_ms_p90=percentile(ttft, 90) * 1e3, ttft_ms_p99=percentile(ttft, 99) * 1e3,
         mean_batch=srv.batch_sum / max(1, srv.decode_steps), mode=w.mode, concurrency=w.concurrency,
         tpot_ms_p50=percentile(tpot, 50) * 1e3, tpot_ms_p99=percentile(tpot, 99) * 1e3,
