@@ -294,9 +294,11 @@ _DEST = {"input_len": "input", "output_len": "output"}
 
 def _run_sweep(args, kind: str, inst: str, call) -> int:
     """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
-    from ..report.export import _write as write_text
+    from ..outputs import write_text
     from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    from ..validate import check_output_args
     param, values = parse_sweep(args.sweep, kind)
+    check_output_args(args)   # a bad --html path fails before the sweep runs, not after it
     key = PARAMS[kind][param]
     dest = _DEST.get(key, key)
 
@@ -304,7 +306,7 @@ def _run_sweep(args, kind: str, inst: str, call) -> int:
         return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
     with Spinner(not args.json, f"sweeping {param}"):
         s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
-    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    written = [write_text(args.html, sweep_page(s), "--html")] if args.html else []
     if args.json:
         print_json({"sweep": s.to_dict(), "written": written})
         return 0
