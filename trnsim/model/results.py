@@ -5,6 +5,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from .colltable import CollectiveGroup
+
 
 def _html_figures(title: str, rows) -> str:
     """A small HTML table of (figure, value) rows: what a notebook shows for an estimate."""
@@ -55,6 +57,8 @@ class TrainingEstimate:
     notes: Tuple[str, ...] = ()
     # per collective kind over the step: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # size x group table: each distinct (op, bytes per call, group) the step charged, calls, time, algorithm, links
+    collective_table: Tuple[CollectiveGroup, ...] = ()
 
     def _repr_html_(self) -> str:
         p = self.parallel
@@ -130,6 +134,8 @@ class InferenceEstimate:
     framework: Optional[Mapping[str, Any]] = None   # the serving framework's figures and the KV-cache format
     # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    # per phase (prefill, decode step): the size x group table of the collectives it charged
+    collective_table: Mapping[str, Tuple[CollectiveGroup, ...]] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         return _html_figures(f"inference {self.model} on {self.instance} (tp={self.parallel.get('tp')}, batch "

@@ -7,6 +7,7 @@ import time
 from typing import Dict, Mapping, Optional, Union
 
 from ..checks import check_params
+from .colltable import add_group, collective_groups, scaled
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
@@ -18,10 +19,10 @@ from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
 
 
-def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recompute: str, a: float
-                 ) -> Dict[str, Dict]:
+def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recompute: str, a: float,
+                 groups: Optional[dict] = None) -> Dict[str, Dict]:
     """Per-micro-batch collectives of one pipeline stage: name -> {op, bytes, count (per micro-batch),
-    seconds}."""
+    seconds}; each also counted per (op, size, group) in ``groups``."""
     cfg = ctx.cfg
     T = micro_batch * seq / par.cp
     layers = cfg.layers / par.pp
@@ -29,9 +30,12 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
     out: Dict[str, Dict] = {}
 
     def add(name, op, size, count, kind):
-        t = ctx.comm_s(op, size, group_ranks(par, kind))
+        ranks = group_ranks(par, kind)
+        t = ctx.comm_s(op, size, ranks)
         if t > 0:
             out[name] = dict(op=op, bytes=size, count=count, seconds=t * count, group=kind)
+            if groups is not None:
+                add_group(groups, op, size, ranks, count)
 
     if par.tp > 1:
         size = T * cfg.hidden * a
@@ -54,7 +58,8 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
     return out
 
 
-def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, window: float, f) -> Dict:
+def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, window: float, f,
+                  record: Optional[dict] = None) -> Dict:
     """DP gradient reduction per step: dense parameters over all dp ranks, routed experts over the dp / ep
     ranks holding the same experts. The reduce (all-reduce, or ZeRO-1's reduce-scatter) hides under
     ``window`` seconds of the last backward pass; ZeRO-1's parameter all-gather after the step does not."""
@@ -68,6 +73,8 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
         grads = params * f("training.grad_bytes")
         op = "reduce-scatter" if par.zero else "all-reduce"
         t = ctx.comm_s(op, grads, ranks)
+        if record is not None:
+            add_group(record, op, grads, ranks, 1)
         hidden = min(t, window)
         window -= hidden
         out[f"{name}.{op}"] = dict(op=op, bytes=grads, count=1, seconds=t, exposed=t - hidden, overlapped=hidden,
@@ -75,6 +82,8 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
         if par.zero:
             size = params * f("training.weight_bytes")
             ag = ctx.comm_s("all-gather", size, ranks)
+            if record is not None:
+                add_group(record, "all-gather", size, ranks, 1)
             out[f"{name}.all-gather"] = dict(op="all-gather", bytes=size, count=1, seconds=ag, exposed=ag,
                                              overlapped=0.0, group=name)
     return out
@@ -114,14 +123,17 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     phase = graph.by_phase(sec)
     fwd, bwd = phase.get("forward", 0.0), phase.get("backward", 0.0)
     rec, head = phase.get("recompute", 0.0), phase.get("head", 0.0)
-    colls = _collectives(ctx, par, micro_batch, seq, recompute, f("training.activation_bytes"))
+    mb_groups: dict = {}
+    colls = _collectives(ctx, par, micro_batch, seq, recompute, f("training.activation_bytes"), mb_groups)
     comm_mb = sum(c["seconds"] for c in colls.values())
     per_mb = fwd + bwd + rec + head + comm_mb
     pipeline = m * per_mb
     bubble = (par.pp - 1) / par.vp * per_mb
 
     p_expert = expert_params_per_core(cfg, par)
-    dp_comm = _dp_reduction(ctx, par, p_local - p_expert, p_expert, f("training.dp_overlap_fraction") * bwd, f)
+    groups = scaled(mb_groups, m)   # per micro-batch collectives m times, the DP reduction once
+    dp_comm = _dp_reduction(ctx, par, p_local - p_expert, p_expert, f("training.dp_overlap_fraction") * bwd, f,
+                            groups)
     dp_exposed = sum(c["exposed"] for c in dp_comm.values())
     edp = max(1, par.dp // par.ep)
     opt_params = ((p_local - p_expert) / par.dp + p_expert / edp) if par.zero else p_local
@@ -156,7 +168,8 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         memory_per_core_gib=mem.total / GIB, memory=mem.to_dict(), breakdown=breakdown, comm=comm_all,
         error_band={"step_time_s": band, "seq_per_s": band, "tokens_per_s": band, "mfu": band},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds)
+        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds,
+        collective_table=collective_groups(ctx, groups))
 
 
 def _model_flops(cfg: ModelConfig, seq: int) -> float:
