@@ -73,3 +73,15 @@ def test_record_merges_and_scales():
     add_group(g, "all-gather", 0, [0, 1], 5)    # empty buffer: nothing
     assert g == {("all-reduce", 16.0, (0, 1)): 5}
     assert scaled(g, 4) == {("all-reduce", 16.0, (0, 1)): 20}
+
+
+def test_table_is_made_on_first_read_and_travels_as_rows():
+    import json
+    import pickle
+    e = estimate_inference("llama-3-8b", "p5.48xlarge", tp=2, batch=1, input_len=128, output_len=16)
+    t = e.collective_table["decode"]
+    assert t._rows is None and len(t) == 1          # counted without being made
+    d = json.loads(json.dumps(e.to_dict()))["collective_table"]["decode"]
+    assert d[0]["bytes"] == 4096 * 2 and d[0]["ranks"] == 2 and d[0]["calls"] == 2 * 32 + 1
+    back = pickle.loads(pickle.dumps(e))
+    assert back.collective_table["decode"] == t and back == e

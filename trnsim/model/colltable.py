@@ -1,11 +1,12 @@
 """The size x group table of an estimate: each distinct collective (op, bytes per call, group) a step charged,
 how many calls, what one call costs, the algorithm the runtime picks and the links it crosses.
 
-An estimate only records ``{(op, size, ranks): calls}`` while it runs (``Context.record``); the rows are made
-once, when the result is built, from the times the estimate itself charged (memoised, so no collective is
-timed twice)."""
+An estimate only records ``{(op, size, ranks): calls}`` while it runs (``Context.charge``); the rows are made
+on first use (a planner that never reads them never pays for them), from the times the estimate itself
+charged (memoised, so no collective is timed twice)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Mapping, Optional, Tuple
 
@@ -72,4 +73,43 @@ def collective_groups(ctx, groups: Optional[Groups]) -> Tuple[CollectiveGroup, .
     return tuple(rows)
 
 
-__all__ = ["CollectiveGroup", "add_group", "collective_groups", "scaled"]
+class CollectiveTable(Sequence):
+    """The size x group table of one step: a read-only sequence of ``CollectiveGroup`` rows, made from the
+    record the first time it is read (then the estimate's context is let go)."""
+    __slots__ = ("_ctx", "_groups", "_rows")
+
+    def __init__(self, ctx, groups: Optional[Groups]):
+        self._ctx, self._groups = ctx, dict(groups or {})
+        self._rows: Optional[Tuple[CollectiveGroup, ...]] = None if self._groups else ()
+
+    @property
+    def rows(self) -> Tuple[CollectiveGroup, ...]:
+        """The rows, in the order first charged."""
+        if self._rows is None:
+            self._rows = collective_groups(self._ctx, self._groups)
+            self._ctx = None
+        return self._rows
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def __len__(self) -> int:
+        return len(self._groups) if self._rows is None else len(self._rows)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and tuple(self) == tuple(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"CollectiveTable({list(self.rows)!r})"
+
+    def __reduce__(self):
+        return (tuple, (self.rows,))   # pickled as its rows, without the context
+
+    def to_list(self) -> list:
+        """JSON-ready list of the rows' dicts."""
+        return [r.to_dict() for r in self.rows]
+
+
+__all__ = ["CollectiveGroup", "CollectiveTable", "add_group", "collective_groups", "scaled"]

@@ -7,7 +7,7 @@ import time
 from typing import Dict, Mapping, Optional, Union
 
 from ..checks import check_params
-from .colltable import add_group, collective_groups, scaled
+from .colltable import CollectiveTable, add_group, scaled
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
@@ -169,7 +169,7 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         error_band={"step_time_s": band, "seq_per_s": band, "tokens_per_s": band, "mfu": band},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
         sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds,
-        collective_table=collective_groups(ctx, groups))
+        collective_table=CollectiveTable(ctx, groups))
 
 
 def _model_flops(cfg: ModelConfig, seq: int) -> float:
