@@ -29,15 +29,17 @@ def test_p5_decode_all_reduce_is_what_trnsim_collective_prints():
     assert sum(x.total_ms for x in e.collective_table["decode"]) == pytest.approx(e.breakdown["decode_comm_ms"])
 
 
-def test_trn2_tp64_crosses_the_chip_and_neuronlink():
-    # standalone runtime calls: the same figure `trnsim collective` prints for 64 ranks of a trn2.48xlarge
+@pytest.mark.parametrize("in_graph", [True, False])
+def test_trn2_tp64_crosses_the_chip_and_neuronlink(in_graph):
+    # the figure `trnsim collective` prints for 64 ranks (LNC 2) of a trn2.48xlarge: in a compiled graph (the
+    # default) or launched call by call
     e = estimate_inference("llama-3-70b", "trn2.48xlarge", tp=64, batch=1, input_len=1024, output_len=128,
-                           serving=ServingSetup(in_graph_collectives=False))
+                           serving=ServingSetup(in_graph_collectives=in_graph))
     (r,) = e.collective_table["decode"]
-    assert (r.op, r.bytes, r.ranks) == ("all-reduce", 8192 * 2, 64)
+    assert (r.op, r.bytes, r.ranks, r.calls) == ("all-reduce", 8192 * 2, 64, 161)
     assert r.links == ("intra-chip", "NeuronLink")
-    assert r.us_per_call == pytest.approx(fabric.collective("trn2.48xlarge", "all-reduce", 16384, 64).time_us,
-                                          rel=1e-12)
+    want = fabric.collective("trn2.48xlarge", "all-reduce", 16384, 64, in_graph=in_graph)
+    assert r.us_per_call == pytest.approx(want.time_us, rel=1e-12) and r.algorithm == want.algorithm
 
 
 def test_trn2_in_graph_table_adds_up_to_the_breakdown():
@@ -50,7 +52,8 @@ def test_trn2_in_graph_table_adds_up_to_the_breakdown():
 
 
 def test_training_table_counts_per_step_with_dp_once():
-    e = estimate_training("llama-3-8b", "trn1.32xlarge", nodes=2, tp=8, pp=2, zero=1, global_batch=8)
+    e = estimate_training("llama-3-8b", "trn1.32xlarge", nodes=2, tp=8, pp=2, zero=1, sp=False, recompute="none",
+                          global_batch=8)
     assert e.parallel["dp"] == 4 and e.micro_batches == 2
     rows = e.collective_table
     ar = _one(rows, "all-reduce")
@@ -85,3 +88,13 @@ def test_table_is_made_on_first_read_and_travels_as_rows():
     assert d[0]["bytes"] == 4096 * 2 and d[0]["ranks"] == 2 and d[0]["calls"] == 2 * 32 + 1
     back = pickle.loads(pickle.dumps(e))
     assert back.collective_table["decode"] == t and back == e
+
+
+def test_zero3_weight_gathers_are_in_the_table():
+    e = estimate_training("llama-3-8b", "trn1.32xlarge", nodes=2, tp=8, zero=3, sp=False, recompute="none",
+                          global_batch=8)
+    ag = _one(e.collective_table, "all-gather")
+    # every micro-batch gathers the weights before its forward and again before its backward
+    assert ag.calls == 2 * e.micro_batches and ag.ranks == e.parallel["dp"]
+    assert sum(r.total_ms for r in e.collective_table) == pytest.approx(
+        sum(c["seconds"] for c in e.collectives.values()) * 1e3)
