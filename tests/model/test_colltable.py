@@ -49,6 +49,9 @@ def test_trn2_in_graph_table_adds_up_to_the_breakdown():
     for phase, key in (("prefill", "prefill_comm_ms"), ("decode", "decode_comm_ms")):
         assert sum(r.total_ms for r in e.collective_table[phase]) == pytest.approx(e.breakdown[key], rel=1e-9)
     assert _one(e.collective_table["prefill"], "all-reduce").calls == 4 * 161
+    # and the per-kind tally counts the same 4 calls
+    kind = e.collectives["prefill"]["all-reduce"]
+    assert kind["calls"] == 4 * 161 and kind["seconds"] * 1e3 == pytest.approx(e.breakdown["prefill_comm_ms"])
 
 
 def test_training_table_counts_per_step_with_dp_once():

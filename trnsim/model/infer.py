@@ -113,7 +113,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         calls = math.ceil(batch / pb)
         prefill = dict(prefill, total=calls * prefill["total"], compute=calls * prefill["compute"],
                        comm=calls * prefill["comm"], overhead=calls * prefill["overhead"],
-                       groups=scaled(prefill["groups"], calls))
+                       groups=scaled(prefill["groups"], calls),
+                       collectives={k: scaled(c, calls) for k, c in prefill["collectives"].items()})
     else:
         prefill = chunked_prefill(lambda b, q, k: step_seconds(ctx, par, b, q, k, False, None, **opts), batch,
                                   input_len, fw.prefill_chunk_tokens * attention_dp if fw else 0)
