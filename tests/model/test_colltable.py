@@ -101,3 +101,34 @@ def test_zero3_weight_gathers_are_in_the_table():
     assert ag.calls == 2 * e.micro_batches and ag.ranks == e.parallel["dp"]
     assert sum(r.total_ms for r in e.collective_table) == pytest.approx(
         sum(c["seconds"] for c in e.collectives.values()) * 1e3)
+
+
+def test_chunked_prefill_rows_per_chunk_size():
+    # TensorRT-LLM prefills in chunks of 8192 tokens: 20,000 tokens are two full chunks and one of 3,616
+    e = estimate_inference("llama-3-8b", "p5.48xlarge", tp=8, batch=1, input_len=20000, output_len=16)
+    assert e.framework["prefill_chunk_tokens"] == 8192
+    rows = {r.bytes: r.calls for r in e.collective_table["prefill"]}
+    # 32 layers x 2 + 1 all-reduces per chunk of tokens x hidden 4096 x 2 bytes
+    assert rows == {8192 * 4096 * 2: 2 * 65, 3616 * 4096 * 2: 65}
+    assert sum(r.total_ms for r in e.collective_table["prefill"]) == pytest.approx(e.breakdown["prefill_comm_ms"])
+
+
+def test_moe_dispatch_under_attention_dp_is_an_all_to_all():
+    # attention DP 8 x EP 8: no TP all-reduce; each decode token goes to its top-2 experts' ranks and back,
+    # 1 token x 2 x 4096 x 2 bytes per call, twice per MoE layer (32)
+    e = estimate_inference("mixtral-8x7b", "p5.48xlarge", tp=8, ep=8, batch=8, attention_dp=8, input_len=512,
+                           output_len=16)
+    (r,) = e.collective_table["decode"]
+    assert (r.op, r.bytes, r.ranks, r.calls, r.links) == ("all-to-all", 2 * 4096 * 2, 8, 64, ("NVLink",))
+
+
+@pytest.mark.parametrize("system, tp, links", [
+    ("p5.48xlarge", 16, ("NVLink", "EFA")),                          # two 8-GPU NVLink domains over EFA
+    ("trn2.48xlarge", 128, ("intra-chip", "NeuronLink", "EFA")),     # 2 x 16 chips of 4 LNC-2 cores
+])
+def test_two_instances_name_the_network(system, tp, links):
+    e = estimate_inference("llama-3-70b", system, nodes=2, tp=tp, batch=1, input_len=512, output_len=16)
+    (r,) = e.collective_table["decode"]
+    assert (r.ranks, r.calls, r.links) == (tp, 161, links)
+    want = fabric.collective(system, "all-reduce", 16384, tp, instances=2)
+    assert r.us_per_call == pytest.approx(want.time_us, rel=1e-12)
