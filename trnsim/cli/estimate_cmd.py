@@ -239,6 +239,9 @@ def add_serving_flags(p) -> None:
     g = p.add_argument_group("serving")
     g.add_argument("--concurrency", type=int, default=None, help="closed loop: N users, each sending its next "
                    "request when the last one finished (instead of --rate)")
+    g.add_argument("--stagger", choices=("even", "random", "none"), default=None,
+                   help="closed loop: how the users' first requests are spread over one steady-state period "
+                   "(default: the data file's, random phases); none = all at once (users stay synchronised)")
     g.add_argument("--scenario", choices=("offline", "server"), default=None,
                    help="MLPerf-style: offline (max throughput) or server (highest Poisson rate within limits)")
     g.add_argument("--ttft-limit-ms", type=float, default=2000.0, help="server scenario: p99 TTFT limit")
@@ -292,7 +295,13 @@ def serving_setup(args):
                         prefill_batch=args.prefill_batch, moe_dispatch=args.moe_dispatch,
                         bucketing=not args.no_buckets, in_graph_collectives=not args.standalone_collectives,
                         prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
-                        spec=spec)
+                        spec=spec, overrides=_closed_loop_overrides(args))
+
+
+def _closed_loop_overrides(args) -> dict:
+    """``--stagger`` as an override of the data file's closed-loop choice."""
+    stagger = getattr(args, "stagger", None)
+    return {} if stagger is None else {"closed_loop.stagger": "" if stagger == "none" else stagger}
 
 
 # the estimator keyword a sweep sets -> the command-line option that carries it

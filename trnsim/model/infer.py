@@ -130,7 +130,11 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         from .serving import Workload, mlperf, simulate
         w = Workload(mode="closed" if concurrency else "open", rate=float(rate or 0.0),
                      concurrency=int(concurrency or 0), requests=requests, input_dist=input_dist or str(input_len),
-                     output_dist=output_dist or str(output_len), seed=seed)
+                     output_dist=output_dist or str(output_len), seed=seed,
+                     stagger=str(setup.fig("closed_loop.stagger")),
+                     warmup=int(setup.fig("closed_loop.warmup_per_user")),
+                     cooldown=bool(setup.fig("closed_loop.cooldown")),
+                     draws=int(setup.fig("closed_loop.phase_draws")))
         if scenario:
             serving_est = mlperf(st, scenario, w, mb, setup.prefill_batch, setup.chunk, ttft_limit_ms,
                                  tpot_limit_ms)
