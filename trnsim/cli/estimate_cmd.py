@@ -94,6 +94,17 @@ def _kinds_table(title: str, rows) -> object:
                    f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
+def _groups_table(title: str, rows) -> object:
+    """The size x group table: (phase label, CollectiveGroup) rows; the phase column only where one is given."""
+    from ..fabric import format_size
+    phased = any(label for label, _ in rows)
+    return table(title, (["phase"] if phased else []) + ["collective", "bytes per call", "ranks", "calls",
+                                                          "us per call", "total ms", "algorithm", "links"],
+                 [((label,) if phased else ()) + (g.op, format_size(g.bytes), g.ranks, f"{g.calls:,.4g}",
+                   f"{g.us_per_call:,.1f}", f"{g.total_ms:.3f}", g.algorithm or "-", ", ".join(g.links) or "-")
+                  for label, g in rows])
+
+
 def _train(args, inst: str):
     """The training estimate the command line asks for."""
     return api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
@@ -139,6 +150,8 @@ def cmd_train(args) -> int:
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
     if e.collectives:
         out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
+    if e.collective_table:
+        out.print(_groups_table("Collectives by size and group (per step)", [("", g) for g in e.collective_table]))
     out.print(table(f"Memory per {rank} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
@@ -189,6 +202,9 @@ def cmd_infer(args) -> int:
     rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
     if rows:
         out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
+    groups = [({"decode": "decode step"}.get(phase, phase), g) for phase, gs in e.collective_table.items() for g in gs]
+    if groups:
+        out.print(_groups_table("Collectives by size and group (per prefill / per decode step)", groups))
     if e.serving:
         s = e.serving
         who = {"closed": f"{s.concurrency} users (closed loop)", "offline": "all at once (offline)"}.get(
