@@ -83,8 +83,28 @@ def child_dies_with_parent() -> None:
     _set_pdeathsig(signal.SIGTERM)
 
 
+_received: Optional[int] = None   # the stopping signal, kept in case its exception is swallowed
+
+
 def _raise_terminated(signum, frame):  # noqa: ARG001 - signal handler signature
+    global _received
+    _received = signum
     raise Terminated(signum)
+
+
+def received_signal() -> Optional[int]:
+    """The SIGTERM/SIGHUP that arrived during the run, if any: a signal landing inside a finalizer (a lock
+    release, a ``__del__``) has its exception swallowed by Python, and the run would otherwise go on as if
+    nothing had happened."""
+    return _received
+
+
+def _quiet_unraisable(previous):
+    def hook(u):
+        if isinstance(u.exc_value, Terminated):   # the run still stops: ``received_signal`` remembers it
+            return
+        previous(u)
+    return hook
 
 
 def install_signal_handlers() -> None:
@@ -92,6 +112,8 @@ def install_signal_handlers() -> None:
     again after a library that installs its own fatal-signal handlers (Ray) has started."""
     if threading.current_thread() is not threading.main_thread():
         return
+    if getattr(sys.unraisablehook, "__name__", "") != "hook":
+        sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
     for name in ("SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is not None:

@@ -94,6 +94,17 @@ def _kinds_table(title: str, rows) -> object:
                    f"{c['bytes'] / c['calls'] / 2**20:,.3f}") for k, c in rows])
 
 
+def _groups_table(title: str, rows) -> object:
+    """The size x group table: (phase label, CollectiveGroup) rows; the phase column only where one is given."""
+    from ..fabric import format_size
+    phased = any(label for label, _ in rows)
+    return table(title, (["phase"] if phased else []) + ["collective", "bytes per call", "ranks", "calls",
+                                                          "us per call", "total ms", "algorithm", "links"],
+                 [((label,) if phased else ()) + (g.op, format_size(g.bytes), g.ranks, f"{g.calls:,.4g}",
+                   f"{g.us_per_call:,.1f}", f"{g.total_ms:.3f}", g.algorithm or "-", ", ".join(g.links) or "-")
+                  for label, g in rows])
+
+
 def _train(args, inst: str):
     """The training estimate the command line asks for."""
     return api.estimate_training(args.model, inst, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp,
@@ -139,6 +150,8 @@ def cmd_train(args) -> int:
                           f"{c['overlapped']:.4f}") for k, c in e.comm.items()]))
     if e.collectives:
         out.print(_kinds_table("Collectives per step, by kind", e.collectives.items()))
+    if e.collective_table:
+        out.print(_groups_table("Collectives by size and group (per step)", [("", g) for g in e.collective_table]))
     out.print(table(f"Memory per {rank} (GiB)", ["part", "GiB"],
                     [(k[:-4], f"{v:.3f}") for k, v in e.memory.items() if k.endswith("_gib")]))
     _footer(out, e)
@@ -189,6 +202,9 @@ def cmd_infer(args) -> int:
     rows = [(f"{phase}: {k}", c) for phase, kinds in e.collectives.items() for k, c in kinds.items()]
     if rows:
         out.print(_kinds_table("Collectives per prefill / per decode step, by kind", rows))
+    groups = [({"decode": "decode step"}.get(phase, phase), g) for phase, gs in e.collective_table.items() for g in gs]
+    if groups:
+        out.print(_groups_table("Collectives by size and group (per prefill / per decode step)", groups))
     if e.serving:
         s = e.serving
         who = {"closed": f"{s.concurrency} users (closed loop)", "offline": "all at once (offline)"}.get(
@@ -223,6 +239,9 @@ def add_serving_flags(p) -> None:
     g = p.add_argument_group("serving")
     g.add_argument("--concurrency", type=int, default=None, help="closed loop: N users, each sending its next "
                    "request when the last one finished (instead of --rate)")
+    g.add_argument("--stagger", choices=("even", "random", "none"), default=None,
+                   help="closed loop: how the users' first requests are spread over one steady-state period "
+                   "(default: the data file's, random phases); none = all at once (users stay synchronised)")
     g.add_argument("--scenario", choices=("offline", "server"), default=None,
                    help="MLPerf-style: offline (max throughput) or server (highest Poisson rate within limits)")
     g.add_argument("--ttft-limit-ms", type=float, default=2000.0, help="server scenario: p99 TTFT limit")
@@ -276,7 +295,13 @@ def serving_setup(args):
                         prefill_batch=args.prefill_batch, moe_dispatch=args.moe_dispatch,
                         bucketing=not args.no_buckets, in_graph_collectives=not args.standalone_collectives,
                         prefix_hit=args.prefix_hit, chunk=args.chunked_prefill,
-                        spec=spec)
+                        spec=spec, overrides=_closed_loop_overrides(args))
+
+
+def _closed_loop_overrides(args) -> dict:
+    """``--stagger`` as an override of the data file's closed-loop choice."""
+    stagger = getattr(args, "stagger", None)
+    return {} if stagger is None else {"closed_loop.stagger": "" if stagger == "none" else stagger}
 
 
 # the estimator keyword a sweep sets -> the command-line option that carries it
@@ -285,9 +310,11 @@ _DEST = {"input_len": "input", "output_len": "output"}
 
 def _run_sweep(args, kind: str, inst: str, call) -> int:
     """``--sweep PARAM=V1,V2``: the same estimate per value, as a table (or JSON) and ``--html`` charts."""
-    from ..report.export import _write as write_text
+    from ..outputs import write_text
     from ..sweep import PARAMS, parse_sweep, sweep, sweep_page
+    from ..validate import check_output_args
     param, values = parse_sweep(args.sweep, kind)
+    check_output_args(args)   # a bad --html path fails before the sweep runs, not after it
     key = PARAMS[kind][param]
     dest = _DEST.get(key, key)
 
@@ -295,7 +322,7 @@ def _run_sweep(args, kind: str, inst: str, call) -> int:
         return call(argparse.Namespace(**{**vars(args), dest: kw[key]}), inst)
     with Spinner(not args.json, f"sweeping {param}"):
         s = sweep(kind, param, values, estimate=one, model=args.model, instance=inst)
-    written = [write_text(args.html, sweep_page(s))] if args.html else []
+    written = [write_text(args.html, sweep_page(s), "--html")] if args.html else []
     if args.json:
         print_json({"sweep": s.to_dict(), "written": written})
         return 0

@@ -71,9 +71,6 @@ def run(args) -> int:
     eng = _engineering(args)
     prices = make_prices(args.price_kind, args.price, args.prices)
     if args.example:
-        if args.model:
-            raise ConfigError(f"--example evaluates the built-in example: drop {args.model!r} or --example",
-                              rule="evaluate-model", value=args.model)
         return _run_example(args, prices, eng)
     w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
                       args.max_instances, args.precision, lora_rank=args.lora_rank, lora_targets=args.lora_targets,
@@ -127,7 +124,7 @@ def _run_example(args, prices, eng) -> int:
     from ..compare.decision import EXAMPLE_SYSTEMS, example_decision, example_prices_book, load_jobs
     from ..compare.options import make_power
     from ..report.decision_page import claims_table, decision_page, migration_table, verdict_table
-    from ..report.export import _write
+    from ..outputs import write_text
     power = make_power(args.pue)
     systems = [s.strip() for s in args.systems.split(",")] if args.systems else EXAMPLE_SYSTEMS
     with Progress(not args.json, len(load_jobs()) * len(systems) + 8) as bar:
@@ -138,7 +135,7 @@ def _run_example(args, prices, eng) -> int:
     d = dec.to_dict()
     written = []
     if args.html:
-        written.append(_write(args.html, decision_page(d, claims)))
+        written.append(write_text(args.html, decision_page(d, claims), "--html"))
     if args.json:
         print_json({**d, "claims": claims, "written": written})
         return 0

@@ -150,7 +150,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
     import os
     import warnings
     argv = sys.argv[1:] if argv is None else list(argv)
-    from ..lifetime import Terminated, install_signal_handlers
+    from ..lifetime import Terminated, install_signal_handlers, received_signal
     install_signal_handlers()
     want_json = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
     parser = build_parser()
@@ -189,6 +189,10 @@ def _main(argv: Optional[List[str]] = None) -> int:
         if os.environ.get("TRNSIM_DEBUG"):
             raise
         return _report(_internal(e), want_json, 3, argv)
+    sig = received_signal()
+    if sig:   # the signal's exception was swallowed in a finalizer: stop as if it had reached us
+        _one_line(str(Terminated(sig)))
+        return 128 + sig
     try:
         sys.stdout.flush()
     except BrokenPipeError:

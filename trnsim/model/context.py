@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
+from .colltable import add_group
 from .comm import DEFAULT_COMM, CommModel, default_comm
 from .config import ModelConfig, load_model
 from .costing import Costing
@@ -45,12 +46,17 @@ class Context:
             t = self._comm_memo[key] = self.comm.time_s(op, size, list(ranks))
         return t
 
-    def charge(self, op: str, size: float, ranks, calls: float, tally: Optional[dict] = None) -> float:
+    def charge(self, op: str, size: float, ranks, calls: float, tally: Optional[dict] = None,
+               groups: Optional[dict] = None) -> float:
         """Seconds of ``calls`` identical collectives, recorded per kind in ``tally`` (calls, seconds and the
-        buffer bytes summed over the calls)."""
+        buffer bytes summed over the calls) and per (op, size, group) in ``groups`` (calls: the size x group
+        table, rows made only when the result is)."""
         t = calls * self.comm_s(op, size, ranks)
-        if tally is not None and t > 0:
-            add_collective(tally, op, calls, t, calls * size)
+        if t > 0:
+            if tally is not None:
+                add_collective(tally, op, calls, t, calls * size)
+            if groups is not None:
+                add_group(groups, op, size, ranks, calls)
         return t
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Mapping, Optional, Union
 
 from ..checks import check_params
+from .colltable import CollectiveTable, scaled
 from .config import ModelConfig
 from .context import Context, make_context
 from .datafiles import figure
@@ -111,7 +112,9 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         prefill = dict(st.prefill(input_len, pb))
         calls = math.ceil(batch / pb)
         prefill = dict(prefill, total=calls * prefill["total"], compute=calls * prefill["compute"],
-                       comm=calls * prefill["comm"], overhead=calls * prefill["overhead"])
+                       comm=calls * prefill["comm"], overhead=calls * prefill["overhead"],
+                       groups=scaled(prefill["groups"], calls),
+                       collectives={k: scaled(c, calls) for k, c in prefill["collectives"].items()})
     else:
         prefill = chunked_prefill(lambda b, q, k: step_seconds(ctx, par, b, q, k, False, None, **opts), batch,
                                   input_len, fw.prefill_chunk_tokens * attention_dp if fw else 0)
@@ -127,7 +130,11 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
         from .serving import Workload, mlperf, simulate
         w = Workload(mode="closed" if concurrency else "open", rate=float(rate or 0.0),
                      concurrency=int(concurrency or 0), requests=requests, input_dist=input_dist or str(input_len),
-                     output_dist=output_dist or str(output_len), seed=seed)
+                     output_dist=output_dist or str(output_len), seed=seed,
+                     stagger=str(setup.fig("closed_loop.stagger")),
+                     warmup=int(setup.fig("closed_loop.warmup_per_user")),
+                     cooldown=bool(setup.fig("closed_loop.cooldown")),
+                     draws=int(setup.fig("closed_loop.phase_draws")))
         if scenario:
             serving_est = mlperf(st, scenario, w, mb, setup.prefill_batch, setup.chunk, ttft_limit_ms,
                                  tpot_limit_ms)
@@ -163,6 +170,8 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
                    "decode_batch": decode_batch(setup, batch), "decode_step_ms": step_s * 1e3,
                    "tokens_per_step": st.tokens_per_step},
         collectives={"prefill": prefill["collectives"], "decode": decode["collectives"]},
+        collective_table={"prefill": CollectiveTable(st.ctx, prefill.get("groups")),
+                          "decode": CollectiveTable(st.ctx, decode.get("groups"))},
         error_band={"ttft_ms": b_ttft, "tpot_ms": b_tpot, "output_tokens_per_s": b_tpot},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
         sim_seconds=time.perf_counter() - t0, serving=serving_est, notes=tuple(notes),

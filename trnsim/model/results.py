@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .colltable import CollectiveGroup
 
 
 def _html_figures(title: str, rows) -> str:
@@ -16,6 +18,8 @@ def _html_figures(title: str, rows) -> str:
 def _plain(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return v.to_dict() if hasattr(v, "to_dict") else dataclasses.asdict(v)
+    if hasattr(v, "to_list"):   # a lazily made table
+        return v.to_list()
     if isinstance(v, Mapping):
         return {k: _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -55,6 +59,8 @@ class TrainingEstimate:
     notes: Tuple[str, ...] = ()
     # per collective kind over the step: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # size x group table: each distinct (op, bytes per call, group) the step charged, calls, time, algorithm, links
+    collective_table: Sequence[CollectiveGroup] = ()
 
     def _repr_html_(self) -> str:
         p = self.parallel
@@ -130,6 +136,8 @@ class InferenceEstimate:
     framework: Optional[Mapping[str, Any]] = None   # the serving framework's figures and the KV-cache format
     # per phase (prefill, decode), per collective kind: calls, seconds and buffer bytes summed over the calls
     collectives: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    # per phase (prefill, decode step): the size x group table of the collectives it charged
+    collective_table: Mapping[str, Sequence[CollectiveGroup]] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         return _html_figures(f"inference {self.model} on {self.instance} (tp={self.parallel.get('tp')}, batch "

@@ -23,6 +23,7 @@ from .results import ServingEstimate
 from .step import StepTimes
 
 MODES = ("open", "closed", "offline")
+STAGGER = ("", "even", "random")
 
 
 def parse_dist(spec: str, name: str) -> Callable[[np.random.Generator], int]:
@@ -62,6 +63,11 @@ class Workload:
     input_dist: str = "128"
     output_dist: str = "128"
     seed: int = 0
+    # closed loop as benchmark clients measure it (the data file's [closed_loop] section says why):
+    stagger: str = ""          # "" (all users at t = 0), "even" or "random" phases over one steady-state period
+    warmup: int = 0            # each user's first ``warmup`` requests are left out of the statistics
+    cooldown: bool = False     # and so are each user's last ``warmup`` requests (the tail, as users stop)
+    draws: int = 1             # random start phases: simulations pooled
 
 
 def check_workload(w: Workload, max_batch: int) -> None:
@@ -77,6 +83,15 @@ def check_workload(w: Workload, max_batch: int) -> None:
     if w.mode == "closed" and w.concurrency < 1:
         raise ConfigError("a closed-loop workload needs --concurrency >= 1", rule="serving-concurrency",
                           limit=">= 1", value=w.concurrency)
+    if w.stagger not in STAGGER:
+        raise ConfigError(f"unknown closed-loop start stagger {w.stagger!r}", rule="serving-stagger",
+                          limit=STAGGER, value=w.stagger)
+    if w.draws < 1:
+        raise ConfigError("the closed loop needs at least one draw of start phases", rule="serving-draws",
+                          limit=">= 1", value=w.draws)
+    if w.warmup < 0:
+        raise ConfigError("warm-up requests per user must not be negative", rule="serving-warmup", limit=">= 0",
+                          value=w.warmup)
 
 
 class _Server:
@@ -177,12 +192,8 @@ class _Server:
             self.on_done(q, r)
 
 
-def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: int = 1, chunk: int = 0
-             ) -> ServingEstimate:
-    """Serve ``workload`` on one replica whose steps ``st`` times; latency percentiles and throughput."""
-    w = workload
-    check_workload(w, max_batch)
-    rng = np.random.default_rng(w.seed)
+def _run(st: StepTimes, w: Workload, max_batch: int, prefill_batch: int, chunk: int, rng: np.random.Generator):
+    """One simulation: the server's record, the send times and the request lengths."""
     draw_in, draw_out = parse_dist(w.input_dist, "input"), parse_dist(w.output_dist, "output")
     n = w.requests
     lens_in = [draw_in(rng) for _ in range(n)]
@@ -212,16 +223,40 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
                 nxt[0] += 1
                 queue.schedule(queue.now, lambda qq, k=k: arrive(qq, k))
         srv.on_done = on_done
-        for r in range(min(w.concurrency, n)):
-            q.schedule(0.0, lambda qq, r=r: arrive(qq, r))
+        for r, t in enumerate(start_times(st, w, max_batch, lens_in, lens_out, prefill_batch, rng)):
+            q.schedule(t, lambda qq, r=r: arrive(qq, r))
     q.run()
-    lat = sorted(d - a for d, a in zip(srv.done, arrivals))
-    ttft = sorted(f - a for f, a in zip(srv.first, arrivals))
-    tpot = sorted((d - f) / (o - 1) for d, f, o in zip(srv.done, srv.first, lens_out) if o > 1) or [0.0]
-    itl = sorted((d - f) / k for d, f, k in zip(srv.done, srv.first, srv.steps_after_first) if k) or [0.0]
+    return srv, arrivals, lens_in, lens_out
+
+
+def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: int = 1, chunk: int = 0
+             ) -> ServingEstimate:
+    """Serve ``workload`` on one replica whose steps ``st`` times; latency percentiles and throughput. A closed
+    loop with random start phases runs ``workload.draws`` phase draws and pools their measured requests."""
+    w = workload
+    check_workload(w, max_batch)
+    n = w.requests
+    draws = w.draws if (w.mode == "closed" and w.stagger == "random") else 1
+    runs = [_run(st, w, max_batch, prefill_batch, chunk,
+                 np.random.default_rng(w.seed if k == 0 else [w.seed, k])) for k in range(draws)]
+    keep = measured(w, n)
+    lat, ttft, tpot, itl, outs = [], [], [], [], []
+    for srv, arrivals, lens_in, lens_out in runs:
+        lat += [srv.done[r] - arrivals[r] for r in keep]
+        ttft += [srv.first[r] - arrivals[r] for r in keep]
+        tpot += [(srv.done[r] - srv.first[r]) / (lens_out[r] - 1) for r in keep if lens_out[r] > 1]
+        itl += [(srv.done[r] - srv.first[r]) / srv.steps_after_first[r] for r in keep if srv.steps_after_first[r]]
+        outs += [lens_out[r] for r in keep]
+    lat, ttft, tpot, itl = sorted(lat), sorted(ttft), sorted(tpot) or [0.0], sorted(itl) or [0.0]
+    srv, arrivals, lens_in, lens_out = runs[0]
     span = max(srv.done) - min(arrivals)
     cap = sustainable_rate(st, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)), prefill_batch)
     rate = w.rate if w.mode == "open" else n / span
+    tokens_per_s = srv.tokens / span
+    steady = len(keep) < n
+    if steady:   # steady state of a closed loop: Little's law, N users / mean response time
+        rate = w.concurrency / float(np.mean(lat))
+        tokens_per_s = rate * float(np.mean(outs))
     over = w.mode == "open" and w.rate > cap
     if over:
         verdict = (f"overloaded: {w.rate:.3g} requests/s offered, about {cap:.3g} sustained at batch {max_batch}; "
@@ -232,14 +267,54 @@ def simulate(st: StepTimes, workload: Workload, max_batch: int, prefill_batch: i
         who = f"{w.concurrency} users" if w.mode == "closed" else "every request at once"
         verdict = (f"{who}: {rate:.3g} requests/s served, {'at' if rate >= 0.95 * cap else 'below'} the about "
                    f"{cap:.3g} requests/s the replica sustains at batch {max_batch}")
+        if steady:
+            part = f"first {w.warmup}" + (f" and last {w.warmup}" if w.cooldown else "")
+            verdict += f"; steady state: {len(keep)} of {n} requests measured (each user's {part} left out)"
+            if draws > 1:
+                verdict += f", pooled over {draws} draws of random start phases"
     return ServingEstimate(
-        rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=srv.tokens / span,
-        requests_per_s=n / span, latency_s_p50=percentile(lat, 50), latency_s_p90=percentile(lat, 90),
-        latency_s_p99=percentile(lat, 99), ttft_ms_p50=percentile(ttft, 50) * 1e3,
+        rate_per_s=rate, requests=n, max_batch=max_batch, output_tokens_per_s=tokens_per_s,
+        requests_per_s=rate if steady else n / span, latency_s_p50=percentile(lat, 50),
+        latency_s_p90=percentile(lat, 90), latency_s_p99=percentile(lat, 99), ttft_ms_p50=percentile(ttft, 50) * 1e3,
         ttft_ms_p90=percentile(ttft, 90) * 1e3, ttft_ms_p99=percentile(ttft, 99) * 1e3,
         mean_batch=srv.batch_sum / max(1, srv.decode_steps), mode=w.mode, concurrency=w.concurrency,
         tpot_ms_p50=percentile(tpot, 50) * 1e3, tpot_ms_p99=percentile(tpot, 99) * 1e3,
         itl_ms_p50=percentile(itl, 50) * 1e3, sustainable_rate_per_s=cap, overloaded=over, verdict=verdict)
+
+
+def start_spacing(st: StepTimes, users: int, max_batch: int, mean_in: float, mean_out: float,
+                  prefill_batch: int = 1) -> float:
+    """Seconds between two closed-loop users' first requests so that they arrive as they do in the steady
+    state: one user's period (N users sharing the replica at batch min(N, max batch)) over N, which is one
+    over the rate the replica sustains at that batch."""
+    return 1.0 / sustainable_rate(st, max(1, min(users, max_batch)), mean_in, mean_out, prefill_batch)
+
+
+def start_times(st: StepTimes, w: Workload, max_batch: int, lens_in, lens_out, prefill_batch: int,
+                rng: np.random.Generator) -> List[float]:
+    """When each closed-loop user sends its first request: all at 0, ``even``ly one steady-state spacing
+    apart, or at ``random`` phases of one period (the first user at 0, the others uniform over N spacings)."""
+    users = min(w.concurrency, len(lens_in))
+    if not w.stagger:
+        return [0.0] * users
+    gap = start_spacing(st, w.concurrency, max_batch, float(np.mean(lens_in)), float(np.mean(lens_out)),
+                        prefill_batch)
+    if w.stagger == "even":
+        return [r * gap for r in range(users)]
+    return [0.0] + [float(t) for t in rng.uniform(0.0, gap * w.concurrency, size=users - 1)]
+
+
+def measured(w: Workload, n: int) -> List[int]:
+    """The requests a closed-loop benchmark's statistics cover: without each user's first ``w.warmup``
+    requests (the ramp) and, with ``w.cooldown``, without the last ``w.warmup`` per user (users drop off
+    then). Every request when that leaves none, and always outside a closed loop."""
+    if w.mode != "closed":
+        return list(range(n))
+    # by send order, never by how long a request took (that would keep the fast ones): the first
+    # warmup x N requests are the ramp; with a cooldown the last warmup x N (each user's last ones) go too
+    skip = w.warmup * w.concurrency
+    keep = list(range(skip, n - skip if w.cooldown else n))
+    return keep or list(range(n))
 
 
 def sustainable_rate(st: StepTimes, max_batch: int, mean_in: float, mean_out: float, prefill_batch: int = 1

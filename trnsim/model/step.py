@@ -72,27 +72,30 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
     T = b * q
     comm = 0.0
     tally: dict = {}
+    groups: dict = {}
     if lay.tp > 1:   # two all-reduces per layer (after attention and after the MLP), one for the embedding
         ranks, size = group_ranks(par, "tp")[:lay.tp], T * cfg.hidden * a
         # sequence parallel prefill: each all-reduce becomes RS + AG; every stage runs its own
         ops = ("reduce-scatter", "all-gather") if par.sp and not decode else ("all-reduce",)
-        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally) for op in ops) / par.pp
+        comm = sum(ctx.charge(op, size, ranks, par.pp * (2 * layers + 1), tally, groups) for op in ops) / par.pp
     if adp > 1 and cfg.is_moe and par.ep > 1:   # dispatch to the experts' ranks and combine back
         calls = 2 * cfg.moe_layers
-        comm += ctx.charge("all-to-all", T * cfg.top_k * cfg.hidden * a, list(range(par.ep)), calls, tally) / par.pp
+        comm += ctx.charge("all-to-all", T * cfg.top_k * cfg.hidden * a, list(range(par.ep)), calls, tally,
+                           groups) / par.pp
     elif dispatch == "all-to-all" and par.ep > 1 and cfg.is_moe:
         # framework choice: each token's hidden state sent to its top-k experts' ranks and back
         size = T * cfg.top_k * cfg.hidden * a / par.ep
-        comm += ctx.charge("all-to-all", size, group_ranks(par, "tp")[:par.ep], 2 * cfg.moe_layers, tally) / par.pp
+        comm += ctx.charge("all-to-all", size, group_ranks(par, "tp")[:par.ep], 2 * cfg.moe_layers, tally,
+                           groups) / par.pp
     # otherwise the experts are spread over the TP group, which already shares the tokens: the MoE output
     # joins the layer's all-reduce, no all-to-all is needed
-    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally) \
+    p2p = ctx.charge("send-recv", T * cfg.hidden * a, group_ranks(par, "pp"), par.pp - 1, tally, groups) \
         if par.pp > 1 else 0.0
     stage = compute + comm
     parts = {k: par.pp * v for k, v in ctx.costing.parts(graph).items()}
     parts["compute"] = parts.get("compute", 0.0) + par.pp * extra   # fixed costs in the graph count as compute
     return dict(total=par.pp * stage + p2p + fixed, compute=par.pp * compute, comm=par.pp * comm,
-                p2p=p2p, stage=stage, parts=parts, collectives=tally, overhead=fixed, fixed=fixed)
+                p2p=p2p, stage=stage, parts=parts, collectives=tally, groups=groups, overhead=fixed, fixed=fixed)
 
 
 class StandaloneComm:

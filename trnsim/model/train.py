@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from ..checks import check_params
+from .colltable import CollectiveTable, add_group, scaled
 from .config import ModelConfig
 from .context import Context, add_collective, make_context
 from .datafiles import figure
@@ -22,10 +23,10 @@ from .results import TrainingEstimate
 from .transformer import optimizer_graph, training_graph
 
 
-def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recompute: str, a: float
-                 ) -> Dict[str, Dict]:
+def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recompute: str, a: float,
+                 groups: Optional[dict] = None) -> Dict[str, Dict]:
     """Per-micro-batch collectives of one pipeline stage: name -> {op, bytes, count (per micro-batch),
-    seconds}."""
+    seconds}; each also counted per (op, size, group) in ``groups``."""
     cfg = ctx.cfg
     T = micro_batch * seq / par.cp
     layers = cfg.layers / par.pp
@@ -37,6 +38,8 @@ def _collectives(ctx: Context, par: Parallel, micro_batch: int, seq: int, recomp
         t = ctx.comm_s(op, size, ranks)
         if t > 0:
             out[name] = dict(op=op, bytes=size, count=count, seconds=t * count, group=kind)
+            if groups is not None:
+                add_group(groups, op, size, ranks, count)
 
     if par.tp > 1:
         size = T * cfg.hidden * a
@@ -69,11 +72,13 @@ def _shard_ranks(par: Parallel, over_cp: bool) -> List[int]:
 
 
 def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, window: float, f,
-                  over_cp: bool = False, grad_bytes: Optional[float] = None) -> Dict:
+                  over_cp: bool = False, grad_bytes: Optional[float] = None,
+                  record: Optional[dict] = None) -> Dict:
     """DP gradient reduction per step: dense parameters over all dp (x cp) ranks, routed experts over the
     dp / ep ranks holding the same experts. The reduce (all-reduce, or ZeRO's reduce-scatter) hides under
     ``window`` seconds of the last backward pass; ZeRO-1/2's parameter all-gather after the step does not
-    (ZeRO-3 gathers weights before each use instead, costed in ``_zero3_gathers``)."""
+    (ZeRO-3 gathers weights before each use instead, costed in ``_zero3_gathers``). Each collective is
+    also counted per (op, size, group) in ``record``."""
     out: Dict[str, Dict] = {}
     groups = (("dp", p_dense, _shard_ranks(par, over_cp)), ("edp", p_expert, expert_groups(par)[1]))
     gb = f("training.grad_bytes") if grad_bytes is None else grad_bytes
@@ -83,6 +88,8 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
         grads = params * gb
         op = "reduce-scatter" if par.zero else "all-reduce"
         t = ctx.comm_s(op, grads, ranks)
+        if record is not None:
+            add_group(record, op, grads, ranks, 1)
         hidden = min(t, window)
         window -= hidden
         out[f"{name}.{op}"] = dict(op=op, bytes=grads, count=1, seconds=t, exposed=t - hidden, overlapped=hidden,
@@ -90,19 +97,24 @@ def _dp_reduction(ctx: Context, par: Parallel, p_dense: float, p_expert: float, 
         if par.zero in (1, 2):
             size = params * f("training.weight_bytes")
             ag = ctx.comm_s("all-gather", size, ranks)
+            if record is not None:
+                add_group(record, "all-gather", size, ranks, 1)
             out[f"{name}.all-gather"] = dict(op="all-gather", bytes=size, count=1, seconds=ag, exposed=ag,
                                              overlapped=0.0, group=name)
     return out
 
 
-def _zero3_gathers(ctx: Context, par: Parallel, p_dense: float, m: int, window: float, f, over_cp: bool) -> Dict:
+def _zero3_gathers(ctx: Context, par: Parallel, p_dense: float, m: int, window: float, f, over_cp: bool,
+                   record: Optional[dict] = None) -> Dict:
     """ZeRO-3 / FSDP: every micro-batch gathers the stage's weights before its forward and again before its
-    backward, prefetched under ``window`` seconds of compute."""
+    backward, prefetched under ``window`` seconds of compute (counted per (op, size, group) in ``record``)."""
     ranks = _shard_ranks(par, over_cp)
     if par.zero < 3 or len(ranks) <= 1 or p_dense <= 0:
         return {}
     size = p_dense * f("training.weight_bytes")
     t = ctx.comm_s("all-gather", size, ranks) * 2 * m
+    if record is not None and t > 0:
+        add_group(record, "all-gather", size, ranks, 2 * m)
     hidden = min(t, window)
     return {"zero3.all-gather": dict(op="all-gather", bytes=size, count=2 * m, seconds=t, exposed=t - hidden,
                                      overlapped=hidden, group="dp")}
@@ -204,18 +216,21 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     phase = graph.by_phase(sec)
     fwd, bwd = phase.get("forward", 0.0), phase.get("backward", 0.0)
     rec, head = phase.get("recompute", 0.0), phase.get("head", 0.0)
-    colls = _collectives(ctx, par, micro_batch, seq, recompute, f("training.activation_bytes"))
+    mb_groups: dict = {}
+    colls = _collectives(ctx, par, micro_batch, seq, recompute, f("training.activation_bytes"), mb_groups)
     comm_mb = sum(c["seconds"] for c in colls.values())
     per_mb = fwd + bwd + rec + head + comm_mb
     pipeline = m * per_mb
     bubble = (par.pp - 1) / par.vp * per_mb
 
     p_expert = expert_params_per_core(cfg, par)
+    groups = scaled(mb_groups, m)   # per micro-batch collectives m times, the DP reduction once
     p_train, e_train = (adapter_params_per_core(cfg, par, lora), 0.0) if lora else (p_local, p_expert)
     window = f("training.dp_overlap_fraction") * bwd
-    dp_comm = _dp_reduction(ctx, par, p_train - e_train, e_train, window, f, fw.shard_over_cp, fw.grad_bytes)
+    dp_comm = _dp_reduction(ctx, par, p_train - e_train, e_train, window, f, fw.shard_over_cp, fw.grad_bytes,
+                            record=groups)
     dp_comm.update(_zero3_gathers(ctx, par, p_local - p_expert, m, f("training.dp_overlap_fraction")
-                                  * (fwd + bwd) * m, f, fw.shard_over_cp))
+                                  * (fwd + bwd) * m, f, fw.shard_over_cp, groups))
     dp_exposed = sum(c["exposed"] for c in dp_comm.values())
     d = shard_degree(par, fw.shard_over_cp)
     edp = max(1, (d * par.tp) // (par.ep * par.etp))
@@ -264,7 +279,8 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
         memory_per_core_gib=mem.total / GIB, memory=mem.to_dict(), breakdown=breakdown, comm=comm_all,
         error_band={"step_time_s": band, "seq_per_s": band, "tokens_per_s": band, "mfu": band},
         calibration_rows=ctx.calib.rows, ops_by_how=ctx.costing.ops_by_how(),
-        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds)
+        sim_seconds=time.perf_counter() - t0, notes=tuple(notes), collectives=kinds,
+        collective_table=CollectiveTable(ctx, groups))
 
 
 def _model_flops(cfg: ModelConfig, seq: int) -> float:
