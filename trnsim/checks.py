@@ -59,6 +59,8 @@ def check_value(name: str, value: Any, where: Optional[str] = None) -> Any:
     kind, opt = rule["kind"], rule.get("option", name)
     lo, hi = rule.get("min"), rule.get("max")
     label = f"{name.replace('_', ' ')} ({opt})"
+    if kind == "text":
+        return _check_type(name, label, rule, value, where)
     rng = _range_text(rule)
 
     def bad(msg: str, v: Any = value):
@@ -81,6 +83,23 @@ def check_value(name: str, value: Any, where: Optional[str] = None) -> Any:
     if hi is not None and v > hi:
         raise bad("is over its limit", v)
     return v
+
+
+def _check_type(name: str, label: str, rule: Mapping[str, Any], value: Any, where: Optional[str]) -> Any:
+    """A naming parameter's value is of one of the ``types`` its limits entry lists (by class name, so
+    this bottom module imports nothing above it); the name itself is checked where it is used."""
+    import collections.abc as abc
+    import os as _os
+    names = {c.__name__ for c in type(value).__mro__}
+    if isinstance(value, abc.Mapping):
+        names.add("Mapping")
+    if isinstance(value, _os.PathLike):
+        names.add("PathLike")
+    types = list(rule.get("types", ["str"]))
+    if names & set(types) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"{label} must be {' or '.join(types)}, not {type(value).__name__}", rule="option-type",
+                      limit=" or ".join(types), value=repr(value)[:80], where=where or rule.get("option", name))
 
 
 def _show(v: Any) -> Any:

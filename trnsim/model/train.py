@@ -91,8 +91,9 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     """Estimate one training step (AdamW, bf16 autocast, fp32 master weights) on ``nodes`` x ``instance``
     (any system key: a Trainium instance or UltraServer, a GPU system; or a ``SystemModel``)."""
     t0 = time.perf_counter()
-    check_params(nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero, seq=seq,
-                 global_batch=global_batch, micro_batch=micro_batch)
+    check_params(model=model, instance=instance, nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero,
+                 lnc=lnc, seq=seq, global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
+                 precision=precision, sparsity=sparsity)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     par = resolve(Parallel(tp=tp, pp=pp, dp=dp or 0, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero), cfg, system)
