@@ -316,11 +316,12 @@ def _training_hints(model, instance: str, kw: Dict[str, Any]) -> List[str]:
     from .plan.hints import nearest_training
     ctx = _context(model, instance, kw, True)
     over = {**ctx.system.memory_overrides(), **(kw.get("overrides") or {})}
-    par = resolve(Parallel(**{k: kw.get(k, d) for k, d in (("tp", 1), ("pp", 1), ("dp", 0), ("cp", 1),
-                                                             ("ep", 1), ("vp", 1), ("sp", False), ("zero", 0))}),
-                  ctx.cfg, ctx.system)
+    # settings left to the training framework (None) are searched from the historical layout's defaults
+    par = resolve(Parallel(**{k: d if kw.get(k) is None else kw[k]
+                              for k, d in (("tp", 1), ("pp", 1), ("dp", 0), ("cp", 1), ("ep", 1), ("vp", 1),
+                                           ("sp", False), ("zero", 0))}), ctx.cfg, ctx.system)
     return nearest_training(ctx.cfg, par, ctx.system.cores, float(ctx.system.hbm_bytes_per_core),
-                            kw.get("micro_batch", 1), kw.get("seq", 2048), kw.get("recompute", "none"),
+                            kw.get("micro_batch", 1), kw.get("seq", 2048), kw.get("recompute") or "none",
                             kw.get("global_batch", 0), over, tp_cap=ctx.system.fast_domain)
 
 

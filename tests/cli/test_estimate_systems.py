@@ -33,7 +33,8 @@ def test_infer_on_p5_breaks_the_decode_step_down(capsys):
 
 def test_train_on_p5_counts_collectives_per_kind(capsys):
     rc, d = _json(capsys, ["estimate", "train", "--model", "llama-3.1-8b", "--instance", "p5.48xlarge", "--tp", "2",
-                           "--zero", "1", "--seq", "8192", "--global-batch", "32", "--json"])
+                           "--zero", "1", "--no-sp", "--recompute", "none", "--seq", "8192", "--global-batch", "32",
+                           "--json"])
     assert rc == 0 and d["parallel"]["dp"] == 4 and d["micro_batches"] == 8
     k = d["collectives"]
     # per micro-batch: 32 layers x 2 all-reduces x (forward + backward) + 1 embedding; 8 micro-batches

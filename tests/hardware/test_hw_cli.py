@@ -25,7 +25,8 @@ def test_hw_list_json(capsys):
     assert chips["trn2"]["cores"] == 8 and chips["trn2"]["hbm_bytes"] == 96 * GiB
     assert chips["trn3"]["bf16_flops"] == 671e12
     inst = {i["key"]: i for i in data["instances"]}
-    assert len(inst) == 12
+    assert len(inst) == 13
+    assert (inst["trn2.3xlarge"]["chips"], inst["trn2.3xlarge"]["cores"]) == (1, 8)   # one whole trn2 chip
     us = inst["trn2-ultraserver"]
     assert (us["chips"], us["nodes"], us["topology"], us["topology_dims"]) == (64, 4, "torus3d", [4, 4, 4])
     assert us["hbm_bytes"] == 64 * 96 * GiB  # chips x chip HBM

@@ -99,9 +99,9 @@ def test_serving_light_load_matches_a_hand_timeline():
     ctx = make_context("llama-2-7b", "trn1.32xlarge")
     par = resolve(Parallel(tp=8, dp=1), ctx.cfg, ctx.system, ranks=8)
     e = estimate_inference("llama-2-7b", "trn1.32xlarge", tp=8, input_len=256, output_len=64, rate=1e-4,
-                           requests=20, serving=ServingSetup(in_graph_collectives=False))
+                           requests=20)
     s = e.serving
-    setup = ServingSetup(in_graph_collectives=False)
+    setup = ServingSetup()
     prefill = step_seconds(ctx, par, 1, 256, 256, False, setup)["total"]
     # the deployment compiles for 256 + 64 -> 512 tokens: buckets 128, 256, 512; every decode step of this
     # request attends over the 512 bucket (positions 257..319), and runs padded to the compiled batch (the

@@ -14,8 +14,8 @@ from trnsim.model.step import StepTimes, step_seconds
 from trnsim.model.transformer import Layout, inference_graph, moe_rank_load
 
 S3 = ServingSetup(seq_len=4096, prefill_buckets=(512, 4096), decode_buckets=(512, 4096), batch_buckets=(1, 4, 16))
-# the hand timelines below charge collectives as the context does (standalone fabric calls)
-SA = ServingSetup(in_graph_collectives=False)
+# the hand timelines below charge collectives as the context does (the fabric's in-graph calls)
+SA = ServingSetup()
 
 
 def _ctx(model="llama-3.1-8b", inst="trn2.48xlarge", tp=8, ep=1):
@@ -32,7 +32,7 @@ def test_default_buckets_are_powers_of_two_up_to_seq_len():
 
 def test_a_prompt_pays_its_bucket():
     from dataclasses import replace
-    s3 = replace(S3, in_graph_collectives=False)
+    s3 = replace(S3)
     e128 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, lnc=2, input_len=128, output_len=64, serving=s3)
     e512 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, lnc=2, input_len=512, output_len=64, serving=s3)
     e513 = estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, lnc=2, input_len=513, output_len=64, serving=s3)
@@ -51,7 +51,7 @@ def test_decode_runs_padded_to_the_compiled_batch():
     e = estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, lnc=2, batch=1, input_len=100, output_len=10,
                            max_batch=32, serving=SA)
     ctx, par = _ctx()
-    setup = ServingSetup(max_batch=32, prefill_batch=1, in_graph_collectives=False)
+    setup = ServingSetup(max_batch=32, prefill_batch=1)
     # 100 + 10 -> seq_len 128: every step attends over the 128 bucket, at the compiled batch of 32
     hand = step_seconds(ctx, par, 32, 1, 128, True, setup)["total"]
     assert e.tpot_ms == pytest.approx(hand * 1e3)
@@ -99,7 +99,7 @@ def test_one_closed_loop_user_is_a_hand_timeline():
     e = estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, lnc=2, input_len=256, output_len=64,
                            concurrency=1, max_batch=1, requests=3, serving=SA)
     ctx, par = _ctx()
-    setup = ServingSetup(max_batch=1, prefill_batch=1, in_graph_collectives=False)
+    setup = ServingSetup(max_batch=1, prefill_batch=1)
     pre = step_seconds(ctx, par, 1, 256, 256, False, setup)["total"]
     dec = step_seconds(ctx, par, 1, 1, 512, True, setup)["total"]   # 256 + 64 -> seq_len 512: 512 bucket
     s = e.serving
@@ -194,13 +194,11 @@ def test_draft_model_speculation():
         estimate_inference("llama-3.3-70b", "trn2.48xlarge", tp=32, lnc=2, serving=S(spec=Sp("draft", 4, 0.8)))
 
 
-def test_in_graph_collectives_are_the_nominal_fabric_over_an_efficiency_plus_a_fixed_cost():
+def test_collectives_are_the_fabrics_in_graph_calls_or_standalone_on_request():
     from trnsim.fabric import FabricComm
-    from trnsim.model.neuron import runtime
-    from trnsim.model.step import InGraphComm
     ctx, par = _ctx()
-    rt = runtime("trn2", ServingSetup())
-    comm = InGraphComm(ctx.system, ServingSetup())
-    nominal = FabricComm("trn2.48xlarge", lnc=2, runtime=False).time_s("all-reduce", 8192, list(range(8)))
-    assert comm.time_s("all-reduce", 8192, list(range(8))) == pytest.approx(
-        nominal / rt["collective_efficiency"] + rt["collective_fixed_s"])
+    assert StepTimes(ctx, par, ServingSetup(), 512).ctx.comm is ctx.comm          # the fabric's default
+    st = StepTimes(ctx, par, ServingSetup(in_graph_collectives=False), 512)
+    alone = FabricComm("trn2.48xlarge", lnc=2, in_graph=False).time_s("all-reduce", 8192, list(range(8)))
+    assert st.ctx.comm.time_s("all-reduce", 8192, list(range(8))) == pytest.approx(alone)
+    assert alone > ctx.comm.time_s("all-reduce", 8192, list(range(8)))         # launches cost more

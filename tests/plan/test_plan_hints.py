@@ -20,7 +20,8 @@ def _apply(flags: str, base: dict) -> dict:
 
 
 def test_training_hints_fit_and_are_the_fewest_changes():
-    base = dict(tp=8, seq=8192)
+    # the historical layout named (NxD's defaults, ZeRO-1 + SP + selective recompute, would fit)
+    base = dict(tp=8, seq=8192, zero=0, sp=False, recompute="none")
     with pytest.raises(MemoryFitError) as e:
         api.estimate_training("llama-3.1-8b", "trn1.32xlarge", **base)
     hint = e.value.hint
@@ -76,11 +77,12 @@ def test_costs_are_wired_once_in_the_api():
 
 def test_gpu_hints_keep_tp_inside_the_nvlink_domain():
     # 4 x p5.48xlarge: 32 H100s, NVLink domains of 8; llama-3-70b at tp=8 does not fit at 4k
+    base = dict(nodes=4, tp=8, seq=4096, zero=0, sp=False, recompute="none")   # not Megatron's defaults
     with pytest.raises(MemoryFitError) as e:
-        api.estimate_training("llama-3-70b", "p5.48xlarge", nodes=4, tp=8, seq=4096)
+        api.estimate_training("llama-3-70b", "p5.48xlarge", **base)
     hint = e.value.hint
     assert "per GPU" in e.value.message and hint.startswith("try ")
     assert "--tp 16" not in hint and "--tp 32" not in hint
     for f in hint[4:].split(" or "):
-        kw = _apply(f, dict(nodes=4, tp=8, seq=4096))
+        kw = _apply(f, base)
         assert estimate_training("llama-3-70b", "p5.48xlarge", **kw).step_time_s > 0

@@ -71,11 +71,12 @@ def test_zero_caps_mean_the_machine():
 
 def test_one_rule_set_by_hand():
     """A tiny model enumerated by hand: 4 heads, 2 KV heads, 6 layers on 8 ranks, global batch 4 of seq 8.
-    tp must divide 4 heads and divide or be divided by 2 KV heads: 1, 2, 4; pp must divide 6 layers and
-    tp x pp must divide 8: pp in 1, 2; dp = 8 / (tp x pp) must divide the batch of 4: dp 8 is out."""
+    tp must divide 4 heads and divide or be divided by 2 KV heads: 1, 2, 4; pp may split 6 layers unevenly
+    but not exceed them, and tp x pp must divide 8: pp in 1, 2, 4; dp = 8 / (tp x pp) must divide the batch
+    of 4: dp 8 is out."""
     from trnsim.model.layout_rules import ModelFacts as Facts, batch, structure
     tiny = Facts(name="tiny", heads=4, kv_heads=2, is_mla=False, layers=6, experts=0)
-    by_hand = {(1, 2), (2, 1), (2, 2), (4, 1), (4, 2)}
+    by_hand = {(1, 2), (1, 4), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2)}
     seen, rules_hit = set(), {}
     for tp, pp in itertools.product((1, 2, 4, 8), (1, 2, 4, 8)):
         bad = structure(tiny, 8, tp, pp)
@@ -92,7 +93,7 @@ def test_one_rule_set_by_hand():
     assert seen == by_hand
     assert rules_hit[(1, 1)] == "batch-dp"             # dp 8 does not divide a batch of 4
     assert rules_hit[(8, 1)] == "parallel-tp-heads"    # 8 does not divide 4 heads
-    assert rules_hit[(1, 4)] == "parallel-pp-layers"   # 4 does not divide 6 layers
+    assert rules_hit[(1, 8)] == "parallel-pp-layers"   # 8 stages for 6 layers
     assert rules_hit[(4, 4)] == "parallel-cores"       # 16 ranks on 8
 
 

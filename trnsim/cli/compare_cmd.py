@@ -9,7 +9,8 @@ from .output import console, print_json, table
 
 def add_workload_args(p, task_default: str = "train") -> None:
     """Options shared by compare and evaluate: task, size, systems, prices, power, outputs."""
-    p.add_argument("--task", choices=("train", "infer"), default=task_default, help="train (default) or infer")
+    p.add_argument("--task", choices=("train", "infer", "finetune"), default=task_default,
+                   help="train (default), infer, or finetune (LoRA: --lora-rank, --lora-targets)")
     p.add_argument("--tokens", type=count_arg, default=None, help="training tokens (train; required) or output "
                    "tokens to serve (infer; default: 30 days at --rate)")
     p.add_argument("--systems", default=None, help="comma-separated systems (trnsim hw list; GPU systems: "
@@ -23,6 +24,12 @@ def add_workload_args(p, task_default: str = "train") -> None:
                    "instances needed (default 30)")
     p.add_argument("--max-instances", type=int, default=1024, help="cap on instances per system (default 1024)")
     p.add_argument("--precision", default="bf16", help="bf16 (default) | fp8 | mxfp8 | mxfp4")
+    p.add_argument("--lora-rank", type=int, default=16, help="LoRA adapter rank (finetune; default 16)")
+    p.add_argument("--lora-targets", default="q,k,v,o", help="LoRA projections (finetune; default q,k,v,o)")
+    p.add_argument("--framework", default=None, help="training framework layout (default: nxd on Trainium, "
+                   "megatron on GPUs; optimum-neuron, fsdp, deepspeed)")
+    p.add_argument("--runs-per-month", type=float, default=0.0, help="repeat the run this often a month: "
+                   "adds $ per month (e.g. 4.35 for a weekly fine-tune)")
     p.add_argument("--input", type=int, default=2048, help="prompt tokens per request (infer)")
     p.add_argument("--output", type=int, default=512, help="generated tokens per request (infer)")
     p.add_argument("--rate", type=float, default=10.0, help="requests per second to serve (infer)")
@@ -71,7 +78,9 @@ def run(args) -> int:
                         progress=bar.step, tokens=args.tokens, seq=args.seq, batch_tokens=args.batch_tokens,
                         deadline_days=args.deadline_days, max_instances=args.max_instances,
                         precision=args.precision, input_len=args.input, output_len=args.output, rate=args.rate,
-                        slo_tpot_ms=args.slo_tpot_ms, slo_ttft_ms=args.slo_ttft_ms)
+                        slo_tpot_ms=args.slo_tpot_ms, slo_ttft_ms=args.slo_ttft_ms, lora_rank=args.lora_rank,
+                        lora_targets=args.lora_targets, framework=args.framework,
+                        runs_per_month=args.runs_per_month)
     d = c.to_dict()
     written = write_reports(d, args, "trnsim compare: " + str(args.model))
     if args.json:

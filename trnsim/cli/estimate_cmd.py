@@ -38,12 +38,20 @@ def register(subparsers) -> None:
     t.add_argument("--dp", type=int, default=None, help="data parallel degree (default: the cores left)")
     t.add_argument("--cp", type=int, default=1, help="context parallel degree")
     t.add_argument("--vp", type=int, default=1, help="virtual pipeline stages per rank")
-    t.add_argument("--sp", action="store_true", help="sequence parallel (with tp > 1)")
-    t.add_argument("--zero", type=int, default=0, help="0, or 1 for ZeRO-1")
+    t.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
+                   help="sequence parallel (with tp > 1; default: the framework's, on for NxD and Megatron)")
+    t.add_argument("--zero", type=int, default=None,
+                   help="ZeRO stage: 1 optimizer states, 2 + gradients, 3 + weights sharded (default: the framework's)")
+    t.add_argument("--framework", default=None,
+                   help="memory layout and recipe defaults: nxd (Trainium default), optimum-neuron, megatron (GPU "
+                        "default), fsdp, deepspeed")
+    t.add_argument("--lora-rank", type=int, default=None, help="LoRA fine-tuning: adapter rank (frozen base model)")
+    t.add_argument("--lora-targets", default=None, help="LoRA projections, e.g. q,k,v,o,gate,up,down (default q,k,v,o)")
     t.add_argument("--seq", type=int, default=2048, help="sequence length")
     t.add_argument("--global-batch", type=int, default=None, help="sequences per step (default dp x micro)")
     t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
-    t.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
+    t.add_argument("--recompute", default=None, choices=("none", "selective", "full"),
+                   help="activation recompute (default: the framework's, selective for NxD and Megatron)")
     t.set_defaults(func=cmd_train, default_instance="trn1.32xlarge")
     i = sub.add_parser("infer", parents=[common], help="prefill (TTFT) and decode (TPOT) of a batch")
     i.add_argument("--batch", type=int, default=1, help="concurrent sequences")
@@ -92,7 +100,9 @@ def _train(args, inst: str):
                                  cp=args.cp, ep=args.ep, vp=args.vp, sp=args.sp, zero=args.zero, lnc=args.lnc,
                                  seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                                  recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
-                                 costs=args.costs, comm=args.comm, hardware_file=args.hardware)
+                                 costs=args.costs, comm=args.comm, hardware_file=args.hardware,
+                                 framework=args.framework, lora_rank=args.lora_rank,
+                                 lora_targets=args.lora_targets)
 
 
 def cmd_train(args) -> int:
@@ -111,7 +121,9 @@ def cmd_train(args) -> int:
     rank = _rank(e, args.hardware)
     units = f"LNC={e.lnc}, {e.cores} cores" if rank == "NeuronCore" else f"{e.cores} GPUs"
     out.print(table(f"Training {e.model} on {e.nodes} x {e.instance} ({units}; tp={p['tp']} "
-                    f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''})",
+                    f"pp={p['pp']} dp={p['dp']} cp={p['cp']} ep={p['ep']} zero={p['zero']}{' sp' if p['sp'] else ''}"
+                    f"{', ' + p['framework'] if p.get('framework') else ''}"
+                    f"{', LoRA r=' + str(p['lora']['rank']) if p.get('lora') else ''})",
                     ["figure", "value", "error band"],
                     [("step time", f"{e.step_time_s:.3f} s", _band(b)), ("sequences/s", f"{e.seq_per_s:,.1f}", _band(b)),
                      ("tokens/s", f"{e.tokens_per_s:,.0f}", _band(b)), ("MFU", f"{e.mfu:.1%}", _band(b)),
@@ -233,8 +245,8 @@ def add_serving_flags(p) -> None:
                    "(default: the data file's figure for the kind)")
     g.add_argument("--draft-model", default="", help="--spec draft: the draft model (zoo name or config.json)")
     g.add_argument("--standalone-collectives", action="store_true",
-                   help="charge collectives as standalone runtime calls (what `trnsim collective` prints) instead "
-                   "of in-graph collectives of compiled Neuron graphs")
+                   help="charge collectives as standalone runtime calls (trnsim collective --standalone) instead "
+                   "of the in-graph calls of compiled Neuron graphs")
     g.add_argument("--moe-dispatch", choices=("all-gather", "all-to-all"), default="",
                    help="how MoE tokens reach their experts (default: the data file's framework choice)")
 

@@ -76,7 +76,8 @@ def run(args) -> int:
                               rule="evaluate-model", value=args.model)
         return _run_example(args, prices, eng)
     w = make_workload(args.model, args.task, args.tokens, args.seq, args.batch_tokens, args.deadline_days,
-                      args.max_instances, args.precision)
+                      args.max_instances, args.precision, lora_rank=args.lora_rank, lora_targets=args.lora_targets,
+                      framework=args.framework, runs_per_month=args.runs_per_month)
     refs = parse_systems(args.systems, "train")
     base = args.baseline or next((r.key for r in refs if r.key == "p5.48xlarge"), refs[0].key)
     shape = parse_shape(args.input_shape or "4x1024")

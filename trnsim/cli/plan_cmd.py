@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--price-kind", default="on-demand", help="on-demand|capacity-block|reserved|spot")
     p.add_argument("--pue", type=float, default=None, help="power usage effectiveness (for --objective energy)")
     p.add_argument("--out", metavar="FILE.parquet", help="write every evaluated configuration (needs pyarrow)")
+    p.add_argument("--framework", default=None, help="memory layout: nxd (Trainium default), optimum-neuron, "
+                   "megatron (GPU default), fsdp, deepspeed")
+    p.add_argument("--lora-rank", type=int, default=None, help="plan a LoRA fine-tune: adapter rank (frozen base)")
+    p.add_argument("--lora-targets", default=None, help="LoRA projections (default q,k,v,o)")
     p.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_plan)
@@ -106,7 +110,8 @@ def cmd_plan(args) -> int:
                      batch_tokens=args.batch_tokens, precision=args.precision, top=args.top,
                      backend=args.backend, workers=args.workers, progress=bar, sparsity=args.sparsity,
                      comm=args.comm, hardware_file=args.hardware, space=parse_space_args(args.space),
-                     keep_rows=bool(args.out))
+                     keep_rows=bool(args.out), framework=args.framework, lora_rank=args.lora_rank,
+                     lora_targets=args.lora_targets)
     written = write_parquet(r, args.out) if args.out else None
     if args.json:
         d = r.to_dict()

@@ -21,10 +21,11 @@ def captured_chooser(ops: Sequence[Op], tokens_per_example: int) -> Callable[[Sy
         raise NoFitError("the captured graph has no costable ops", value=0, limit="at least one op")
 
     def choose_captured(ref: SystemRef, w: Workload) -> Choice:
-        training = w.task == "train"
+        training = w.task in ("train", "finetune")
         from ..model.captured import estimate_ops
         from ..model.system import make_system
-        e = estimate_ops(ops, ref.key, training=training, precision=w.precision)
+        e = estimate_ops(ops, ref.key, training=training, precision=w.precision,
+                         lora_rank=w.lora_rank if w.task == "finetune" else None)
         sec, band, lnc = e.total_s, e.error_band, e.lnc
         ranks = make_system(ref.key).cores
         per_rank = tokens_per_example / sec                 # tokens/s of one accelerator rank
@@ -38,5 +39,5 @@ def captured_chooser(ops: Sequence[Op], tokens_per_example: int) -> Callable[[Sy
         return Choice(system=ref, config=cfg, instances=n, time_s=time_s, tokens=w.total_tokens, busy=1.0,
                       error_band=float(band), metrics={"tokens_per_s": per_inst * n, "step_time_s": sec,
                                                         "accelerators": ranks * n, "tokens_per_example": tokens_per_example},
-                      notes=tuple(notes))
+                      notes=tuple(notes) + tuple(e.notes))
     return choose_captured

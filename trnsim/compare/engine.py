@@ -78,8 +78,12 @@ class Comparison:
                           limit=[r.system for r in self.rows])
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (``systems``: the list of per-system records)."""
+        """JSON-ready dict (``systems``: the list of per-system records; ``usd_per_month`` = cost per run x
+        runs per month when the workload repeats)."""
         systems = [r.to_dict() for r in self.rows]
+        if self.workload.runs_per_month:
+            for d in systems:
+                d["usd_per_month"] = d["cost_usd"] * self.workload.runs_per_month
         return {"workload": self.workload.to_dict(), "baseline": self.baseline, "price_kind": self.price_kind,
                 "winner": self.winner, "systems": systems, "warnings": warnings_of(self.workload, systems),
                 "skipped": [{"system": s, "reason": why} for s, why in self.skipped],
@@ -93,6 +97,14 @@ class Comparison:
         if base is not None and base is not w:
             s += f", {w.econ.price_performance:.2f}x the tokens per dollar of {self.baseline}"
         s += "."
+        if self.workload.runs_per_month:
+            rpm = self.workload.runs_per_month
+            s += " Per run / per month ({:g} runs): ".format(rpm) + "; ".join(
+                f"{r.system} {r.choice.time_s / 3600:,.2f} h, ${r.econ.cost.cost_usd:,.2f} / ${r.econ.cost.cost_usd * rpm:,.2f}"
+                for r in self.rows) + "."
+            if base is not None and base is not w:
+                save = (base.econ.cost.cost_usd - w.econ.cost.cost_usd) * rpm
+                s += f" {w.system} saves ${save:,.2f} a month against {self.baseline}."
         if self.sensitivity is not None:
             s += " " + self.sensitivity.summary()
         warn = warning_text(warnings_of(self.workload, [r.to_dict() for r in self.rows]))

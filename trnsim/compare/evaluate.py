@@ -73,9 +73,9 @@ def evaluate(model: Any, input_shape: Sequence[Sequence[int]], workload: Workloa
              progress: Optional[Callable[[str], None]] = None) -> Evaluation:
     """Run the three steps for ``model`` (``FILE.py:Class`` or an nn.Module) on one example input."""
     check_params(egress_gb=egress_gb)
-    if workload.task != "train":
-        raise ConfigError("evaluate estimates a training run of your model", rule="evaluate-task",
-                          limit="train", value=workload.task,
+    if workload.task not in ("train", "finetune"):
+        raise ConfigError("evaluate estimates a training or fine-tuning run of your model", rule="evaluate-task",
+                          limit=("train", "finetune"), value=workload.task,
                           hint="for serving, use trnsim compare --task infer --model ZOO_MODEL")
     from ..frontends.torch import require_torch
     require_torch()

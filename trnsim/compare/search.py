@@ -93,7 +93,8 @@ def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: O
     from ..plan import PlanError, plan
     try:
         r = plan(cfg, ref.key, count=nodes, seq=w.seq, batch_tokens=w.batch_tokens, precision=w.precision,
-                 objective="time", top=1, workers=1, space=space, keep_rows=False)
+                 objective="time", top=1, workers=1, space=space, keep_rows=False, framework=w.framework,
+                 lora_rank=w.lora_rank if w.lora else None, lora_targets=w.lora_targets if w.lora else None)
     except PlanError as e:
         if e.rule == "plan-empty":
             return None
@@ -102,7 +103,7 @@ def _best_at(cfg: ModelConfig, ref: SystemRef, w: Workload, nodes: int, space: O
     return estimate_training(cfg, ref.key, nodes=nodes, tp=c["tp"], pp=c["pp"], cp=c["cp"], ep=c["ep"], vp=c["vp"],
                              sp=c["sp"], zero=c["zero"], lnc=c["lnc"], seq=w.seq, global_batch=r.best[0].global_batch,
                              micro_batch=c["micro_batch"], recompute=c["recompute"], precision=w.precision,
-                             check_memory=False)
+                             check_memory=False, framework=w.framework, **w.lora)
 
 
 def _scale_out(best_at: Callable, best, nodes: int, w: Workload):
@@ -153,6 +154,9 @@ def search_training(ref: SystemRef, w: Workload, full_search: bool = False) -> C
         cfgd["micro_batch"] = best.micro_batch
     if full_search:
         cfgd["planner"] = "full space"
+    for k in ("framework", "lora"):   # named when the estimator reports them
+        if best.parallel.get(k):
+            cfgd[k] = best.parallel[k] if k != "lora" else f"r{best.parallel[k]['rank']}:{','.join(best.parallel[k]['targets'])}"
     metrics = {"tokens_per_s": best.tokens_per_s, "step_time_s": best.step_time_s, "mfu": best.mfu,
                "memory_per_core_gib": best.memory_per_core_gib, "accelerators": best.cores}
     return Choice(system=ref, config=cfgd, instances=nodes, time_s=time_s, tokens=w.total_tokens, busy=1.0,
@@ -223,7 +227,7 @@ def search_inference(ref: SystemRef, w: Workload) -> Choice:
 def choose(ref: SystemRef, w: Workload) -> Choice:
     """The configuration of ``ref`` for ``w``: training layouts from the planner over compare's slice of its
     space (``data/search.toml``), serving from the TP degrees its rules allow."""
-    return search_training(ref, w) if w.task == "train" else search_inference(ref, w)
+    return search_training(ref, w) if w.task in ("train", "finetune") else search_inference(ref, w)
 
 
 def choose_full(ref: SystemRef, w: Workload) -> Choice:

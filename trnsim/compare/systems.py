@@ -58,7 +58,7 @@ def parse_systems(text: Optional[str], task: str) -> List[SystemRef]:
     if isinstance(text, (list, tuple)):
         text = ",".join(str(t) for t in text)
     names: Sequence[str] = [s.strip() for s in text.split(",") if s.strip()] if text else \
-        (DEFAULT_TRAIN if task == "train" else DEFAULT_INFER)
+        (DEFAULT_TRAIN if task in ("train", "finetune") else DEFAULT_INFER)
     out: List[SystemRef] = []
     for n in names:
         ref = resolve_system(n)

@@ -6,7 +6,8 @@ from typing import Optional
 
 from ..errors import ConfigError
 
-TASKS = ("train", "infer")
+TASKS = ("train", "infer", "finetune")
+TRAINING_TASKS = ("train", "finetune")
 DAY_S = 86400.0
 
 
@@ -34,6 +35,10 @@ class Workload:
     slo_tpot_ms: Optional[float] = None
     slo_ttft_ms: Optional[float] = None
     month_s: float = 30 * DAY_S
+    lora_rank: int = 16
+    lora_targets: str = "q,k,v,o"
+    framework: Optional[str] = None
+    runs_per_month: float = 0.0
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -50,9 +55,21 @@ class Workload:
             v = getattr(self, k)
             if v is not None and not v > 0:
                 raise WorkloadError(f"{k} must be positive", limit="> 0", value=v)
-        if self.task == "train" and self.tokens is None:
-            raise WorkloadError("a training comparison needs --tokens (tokens to train on)", value=None,
+        if self.task in TRAINING_TASKS and self.tokens is None:
+            raise WorkloadError(f"a {self.task} comparison needs --tokens (tokens to train on per run)", value=None,
                                 hint="e.g. --tokens 1e12")
+        if self.runs_per_month < 0:
+            raise WorkloadError("--runs-per-month must be >= 0", limit=">= 0", value=self.runs_per_month)
+        if self.task == "finetune":
+            from ..model.lora import make_lora
+            make_lora(self.lora_rank, self.lora_targets)   # a bad rank or target fails here, before any estimate
+
+    @property
+    def lora(self) -> dict:
+        """The estimator's LoRA arguments for a fine-tuning task (empty for pre-training)."""
+        if self.task != "finetune":
+            return {}
+        return {"lora_rank": self.lora_rank, "lora_targets": self.lora_targets}
 
     @property
     def total_tokens(self) -> float:

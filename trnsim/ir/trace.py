@@ -19,6 +19,8 @@ from ..source import SourceLoc
 from .engines import ENGINES  # noqa: F401  (re-exported from the one engine table)
 
 
+_new_tuple = tuple.__new__   # builds a NamedTuple from a full field tuple (NamedTuple._make)
+
 class Region(NamedTuple):
     """A rectangle of one memory touched by an instruction.
 
@@ -142,16 +144,22 @@ class LoopBlock:
             yield self._make(first_index + pos, c, j)
 
     def _make(self, index: int, c: int, j: int) -> "Instruction":
+        # the hot path of reading synthesized iterations: records are built as plain tuples (no
+        # keyword _replace), and a region that neither moves nor belongs to the iteration is the
+        # template's own (immutable) object
         ins = self.template[j]
         k = self.k0 + c
-        d = self.deltas[j]
-        nr = len(ins.reads)
+        nr = len(ins[3])
         regs = []
-        for r, (dp, ds, de, rank) in zip(ins.reads + ins.writes, d):
-            regs.append(Region(r.memory, r.tensor if rank < 0 else self.local_id(c, rank), r.name,
-                               r.partition + k * dp, r.partitions, r.start + k * ds,
-                               r.stop + k * de, r.elements, r.dtype, r.contiguous, r.indirect))
-        return ins._replace(index=index, reads=tuple(regs[:nr]), writes=tuple(regs[nr:]))
+        for r, (dp, ds, de, rank) in zip(ins[3] + ins[4], self.deltas[j]):
+            if rank < 0 and not (dp or ds or de):
+                regs.append(r)
+                continue
+            regs.append(_new_tuple(Region, (
+                r[0], r[1] if rank < 0 else self.local_id(c, rank), r[2], r[3] + k * dp, r[4],
+                r[5] + k * ds, r[6] + k * de, r[7], r[8], r[9], r[10])))
+        return _new_tuple(Instruction, (index, ins[1], ins[2], tuple(regs[:nr]),
+                                        tuple(regs[nr:])) + ins[5:])
 
 
 class InstructionList(Sequence):

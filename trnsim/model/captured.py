@@ -11,6 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from .graph import GraphOp, OpGraph
 from .ops import Op, OpCosts
+from .lora import adapters_for_matmul, make_lora
 from .transformer import backward_of
 
 
@@ -37,10 +38,11 @@ class OpsEstimate:
 
 def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Optional[int] = None,
                  training: bool = False, costs: Optional[OpCosts] = None, hardware_file: Optional[str] = None,
-                 efficiency: Optional[Mapping[str, float]] = None, precision: str = "bf16") -> OpsEstimate:
+                 efficiency: Optional[Mapping[str, float]] = None, precision: str = "bf16",
+                 lora_rank: Optional[int] = None) -> OpsEstimate:
     """Forward (and with ``training`` backward) time of ``ops`` on one rank of ``instance`` (a NeuronCore
     or a GPU), calibrated like the zoo estimates; collectives are not included (a captured graph names
-    none)."""
+    none). ``lora_rank``: LoRA fine-tuning, the weights frozen and an adapter on every weight matmul."""
     from .context import make_context
     from .config import ModelConfig
     t0 = time.perf_counter()
@@ -48,10 +50,17 @@ def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Option
     placeholder = ModelConfig(name="captured", hidden=1, layers=1, heads=1, vocab=1, intermediate=1)
     ctx = make_context(placeholder, instance, 1, lnc, precision, None, costs, None, hardware_file, efficiency,
                        training=training)
-    items: List[GraphOp] = [GraphOp(op, 1.0, "forward") for op in ops]
+    lora = make_lora(lora_rank, None) if lora_rank else None
+    # a weight matmul (a linear layer: batch 1) is frozen under LoRA and gets an adapter; batched matmuls
+    # multiply two activations (attention scores) and keep both input gradients
+    weight = lambda op: op.kind == "matmul" and op.batch == 1 and op.k > 0 and op.n > 0  # noqa: E731
+    pairs = [(op, lora is not None and weight(op)) for op in ops]
+    if lora is not None:
+        pairs += [(a, False) for op in ops if weight(op) for a in adapters_for_matmul(op, lora.rank)]
+    items: List[GraphOp] = [GraphOp(op, 1.0, "forward") for op, _ in pairs]
     if training:
-        for op in ops:
-            items += backward_of(op)
+        for op, frozen in pairs:
+            items += backward_of(op, frozen)
     graph = OpGraph(tuple(items))
     sec = ctx.costing.seconds
     phases = graph.by_phase(sec)
@@ -63,4 +72,6 @@ def estimate_ops(ops: Sequence[Op], instance: str = "trn2.48xlarge", lnc: Option
                        backward_s=bwd, total_s=fwd + bwd, flops=graph.flops(), by_kind=by_kind,
                        error_band=ctx.calib.band("train" if training else "ttft"),
                        ops_by_how=ctx.costing.ops_by_how(), sim_seconds=time.perf_counter() - t0,
-                       notes=tuple(n for n in (ctx.calib.note,) if n))
+                       notes=tuple(n for n in (ctx.calib.note,) if n) + (
+                           (f"LoRA r={lora.rank} on every weight matmul (a captured graph names no projections); "
+                            "weights frozen: dgrad only",) if lora else ()))

@@ -11,10 +11,10 @@ RULES: Dict[str, str] = {
     "parallel-cores": "tp x pp x cp (x dp) does not tile the system's ranks",
     "parallel-tp-heads": "tp does not divide the attention heads",
     "parallel-tp-kv-heads": "tp and the KV heads do not divide one another",
-    "parallel-pp-layers": "pp x vp does not divide the layers",
+    "parallel-pp-layers": "pp x vp exceeds the layers",
     "parallel-ep": "expert parallelism needs an MoE model",
     "parallel-ep-experts": "ep does not divide the routed experts",
-    "parallel-ep-dp": "ep does not divide dp (experts are spread over data-parallel ranks)",
+    "parallel-ep-dp": "ep divides neither dp nor dp x tp (experts over data-parallel, or tp x dp, ranks)",
     "parallel-sp": "sequence parallel needs tp > 1",
     "batch-dp": "the global batch is not a multiple of dp x micro batch",
     "parallel-cp-seq": "cp does not divide the sequence length",
@@ -69,18 +69,19 @@ def structure(m: ModelFacts, ranks: int, tp: int, pp: int, cp: int = 1, ep: int 
     if not m.is_mla and m.kv_heads % tp and tp % m.kv_heads and not pad_heads:
         return Broken("parallel-tp-kv-heads", f"tp={tp} and the {m.kv_heads} KV heads of {m.name} must divide "
                       "one another", f"a divisor or multiple of {m.kv_heads}", tp)
-    if m.layers % (pp * vp):
-        return Broken("parallel-pp-layers", f"pp x vp = {pp * vp} does not divide the {m.layers} layers of "
-                      f"{m.name}", f"a divisor of {m.layers}", pp * vp)
+    if pp * vp > m.layers:   # an uneven split is a layout: the heaviest stage takes the extra layers
+        return Broken("parallel-pp-layers", f"pp x vp = {pp * vp} exceeds the {m.layers} layers of {m.name}",
+                      f"at most {m.layers}", pp * vp)
     if ep > 1:
         if not m.experts:
             return Broken("parallel-ep", f"expert parallelism needs an MoE model; {m.name} is dense", 1, ep)
         if m.experts % ep:
             return Broken("parallel-ep-experts", f"ep={ep} does not divide the {m.experts} experts of {m.name}",
                           f"a divisor of {m.experts}", ep)
-        if dp % ep:
-            return Broken("parallel-ep-dp", f"ep={ep} must divide dp={dp} (experts are spread over "
-                          "data-parallel ranks)", f"a divisor of {dp}", ep)
+        if dp % ep and (dp * tp) % ep:
+            return Broken("parallel-ep-dp", f"ep={ep} must divide dp={dp} (experts over data-parallel ranks) or "
+                          f"dp x tp = {dp * tp} (experts over the TP ranks too, expert tensor parallel 1)",
+                          f"a divisor of {dp} or {dp * tp}", ep)
     if sp and tp == 1:
         return Broken("parallel-sp", "sequence parallel needs tp > 1", "tp > 1", tp)
     return None

@@ -11,6 +11,7 @@ from .config import ModelConfig
 from .datafiles import figure
 from .params import attention_params, count_params, dense_mlp_params, embedding_params, head_params, norm_params
 from .parallel import Parallel
+from .transformer import layer_counts
 
 GIB = float(1 << 30)
 RECOMPUTE = ("none", "selective", "full")
@@ -23,8 +24,8 @@ class MemoryFitError(ConfigError):
     suggestions: tuple = ()
 
     def with_suggestions(self, first: List[str]) -> "MemoryFitError":
-        """The same error with ``first`` (layouts that fit) ahead of its own suggestions."""
-        sugg = list(first) + [s for s in self.suggestions if s not in first]
+        """The same error with ``first`` (layouts that fit) ahead of its own suggestions, two at most."""
+        sugg = (list(first) + [s for s in self.suggestions if s not in first])[:2]
         head = self.what or self.message
         hint = ("try " + " or ".join(sugg)) if sugg else self.hint
         err = MemoryFitError(f"{head}; {hint}", limit=self.limit, value=self.value, hint=hint)
@@ -70,14 +71,14 @@ def params_per_core(cfg: ModelConfig, par: Parallel, ep_in_tp: bool = False) -> 
     attn = attention_params(cfg) / tp
     norms = norm_params(cfg)
     dense = attn + norms + dense_mlp_params(cfg, cfg.intermediate) / tp
-    dense_n = (cfg.layers - cfg.moe_layers) / par.pp
+    dense_n, moe_n = layer_counts(cfg, par.pp, par.vp)
     p = dense_n * dense
     if cfg.is_moe:
         expert = dense_mlp_params(cfg, cfg.moe_intermediate)
-        etp = tp // par.ep if ep_in_tp else tp
+        etp = tp // par.ep if ep_in_tp else par.etp
         moe = attn + norms + cfg.experts / par.ep * expert / etp + cfg.shared_experts * expert / tp \
             + cfg.hidden * cfg.experts
-        p += cfg.moe_layers / par.pp * moe
+        p += moe_n * moe
     emb, head = embedding_params(cfg) / tp, head_params(cfg) / tp
     p += (emb + head) if par.pp == 1 else max(emb, head)
     return p
@@ -88,12 +89,34 @@ def expert_params_per_core(cfg: ModelConfig, par: Parallel) -> float:
     optimizer states are replicated only over the dp / ep ranks that hold the same experts."""
     if not cfg.is_moe:
         return 0.0
-    return cfg.moe_layers / par.pp * cfg.experts / par.ep * dense_mlp_params(cfg, cfg.moe_intermediate) / par.tp
+    moe_n = layer_counts(cfg, par.pp, par.vp)[1]
+    return moe_n * cfg.experts / par.ep * dense_mlp_params(cfg, cfg.moe_intermediate) / par.etp
+
+
+def adapter_params_per_core(cfg: ModelConfig, par: Parallel, lora) -> float:
+    """LoRA adapter parameters one core trains: its stage's layers, split over TP as their base layers."""
+    if lora is None:
+        return 0.0
+    from .lora import adapter_params
+    dense_n, moe_n = layer_counts(cfg, par.pp, par.vp)
+    p = dense_n * adapter_params(cfg, lora, par.tp)
+    if moe_n:
+        p += moe_n * adapter_params(cfg, lora, par.tp, moe=True, experts=cfg.experts / par.ep + cfg.shared_experts)
+    return p
+
+
+def shard_degree(par: Parallel, shard_over_cp: bool) -> int:
+    """Ranks that share one copy of the weights and split ZeRO state between them (dp, or dp x cp)."""
+    return par.dp * (par.cp if shard_over_cp else 1)
 
 
 def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
-                               act: float, moe: bool = False) -> float:
-    """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix)."""
+                               act: float, moe: bool = False, mm_in: Optional[float] = None, lora=None) -> float:
+    """Bytes one layer keeps for its backward pass for one micro-batch (flash attention: no score matrix).
+    ``mm_in``: bytes per saved linear-layer input (fp8 recipes keep the fp8 cast; default ``act``). With
+    ``lora`` (frozen base) a linear layer's input is kept only where an adapter's weight gradient needs it:
+    the norms, attention and SwiGLU tensors are kept as in full training."""
+    mm_in = act if mm_in is None else mm_in
     fp32 = float(figure("estimator", "training.fp32_bytes"))
     tp = par.tp
     T = micro_batch * seq / par.cp
@@ -109,10 +132,21 @@ def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int
         kvh = max(1.0, cfg.n_kv / tp)
         qkv = T * (heads + 2 * kvh) * cfg.hd * act
         attn_out = T * heads * cfg.hd * act + T * heads * fp32   # O and the fp32 log-sum-exp
-    a = 4 * Tsp * h * act + qkv                      # two norm inputs, two matmul inputs, Q/K/V
+    a = 2 * Tsp * h * act + 2 * Tsp * h * mm_in + qkv   # two norm inputs, two matmul inputs, Q/K/V
     if recompute != "selective":
         a += attn_out                                # selective re-runs the attention core
     mult = 3 if cfg.mlp == "swiglu" else 2
+    inter = cfg.moe_intermediate * cfg.top_k if moe else cfg.intermediate
+    if mm_in != act:   # the down projection's input (one of the MLP's tensors) is kept in the fp8 cast
+        a -= T * inter / tp * (act - mm_in)
+    if lora is not None:
+        t = set(lora.targets)
+        if not t & {"q", "k", "v"}:
+            a -= Tsp * h * mm_in                     # the QKV projection's input
+        if not t & {"gate", "up"}:
+            a -= Tsp * h * mm_in                     # the MLP's input
+        if "down" not in t:
+            a -= T * inter / tp * mm_in              # the down projection's input
     if moe:
         a += T * cfg.top_k * (h + mult * cfg.moe_intermediate / tp) * act + T * cfg.experts * fp32
         if cfg.shared_experts:
@@ -123,38 +157,64 @@ def activation_bytes_per_layer(cfg: ModelConfig, par: Parallel, micro_batch: int
 
 
 def training_memory(cfg: ModelConfig, par: Parallel, micro_batch: int, seq: int, recompute: str,
-                    hbm_per_core: float, overrides: Optional[Mapping] = None) -> MemoryBreakdown:
-    """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights."""
+                    hbm_per_core: float, overrides: Optional[Mapping] = None, lora=None,
+                    framework=None, mm_in_bytes: Optional[float] = None) -> MemoryBreakdown:
+    """Per-core memory for training with AdamW, bf16 autocast and fp32 master weights, laid out as
+    ``framework`` (a ``train_frameworks.Framework``; None: the historical layout, ZeRO-1 over dp, fp32 grads) does
+    at ZeRO stage ``par.zero``. With ``lora`` the base weights are frozen: only adapters have gradients and
+    optimizer state; activations are kept for the backward pass except the inputs of frozen linear layers
+    without an adapter (their input gradient needs only the weight). ``mm_in_bytes``:
+    bytes of a saved linear-layer input (fp8 training keeps the fp8 cast)."""
     if recompute not in RECOMPUTE:
         raise ConfigError(f"unknown recompute option {recompute!r}", rule="recompute", limit=RECOMPUTE,
                           value=recompute)
     f = lambda k: float(figure("estimator", k, overrides))  # noqa: E731
     p = params_per_core(cfg, par)
     pe = expert_params_per_core(cfg, par)
-    # ZeRO-1 shards optimizer states over the ranks that hold the same parameters
-    sharded = (p - pe) / par.dp + pe / max(1, par.dp // par.ep) if par.zero else p
+    over_cp = bool(framework.shard_over_cp) if framework is not None else False
+    d = shard_degree(par, over_cp)
+    de = max(1, (d * par.tp) // (par.ep * par.etp))   # ranks holding the same experts
+    grad_b = framework.grad_bytes if framework is not None else f("training.grad_bytes")
+    main_b = framework.main_grad_bytes if framework is not None else 0.0
+    z = par.zero
+    if lora is not None:          # trainable = adapters (dense: sharded like dense weights)
+        tr, tre = adapter_params_per_core(cfg, par, lora), 0.0
+    else:
+        tr, tre = p, pe
+
+    def shard(total: float, expert: float, on: bool) -> float:
+        """Per-core share of ``total`` parameters when ZeRO shards them (experts over fewer ranks)."""
+        return (total - expert) / d + expert / de if on else total
+    weights = shard(p, pe, z >= 3) * f("training.weight_bytes")
+    if z >= 3:   # FSDP / ZeRO-3 gathers one layer while prefetching the next
+        dense_n, moe_n = layer_counts(cfg, par.pp, par.vp)
+        weights += 2 * (p - pe) / max(1.0, dense_n + moe_n) * f("training.weight_bytes")
+    if lora is not None:
+        weights += tr * f("training.weight_bytes")
+    gradients = shard(tr, tre, z >= 2) * grad_b + shard(tr, tre, z >= 1) * main_b
+    optimizer = shard(tr, tre, z >= 1) * (f("training.master_weight_bytes") + f("training.optimizer_state_bytes"))
     act = f("training.activation_bytes")
     # 1F1B: the first stage holds pp micro-batches in flight (Narayanan et al. 2021, arXiv:2104.04473);
     # interleaving with vp virtual stages multiplies that by 1 + (pp-1)/(pp*vp)
     inflight = float(par.pp) if par.vp == 1 else par.pp * (1.0 + (par.pp - 1) / (par.pp * par.vp))
-    n_moe = cfg.moe_layers / par.pp
-    n_dense = cfg.layers / par.pp - n_moe
+    n_dense, n_moe = layer_counts(cfg, par.pp, par.vp)
 
     def stage(rc: str) -> float:
-        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False)
-                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True))
+        return (n_dense * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, False, mm_in_bytes, lora)
+                + n_moe * activation_bytes_per_layer(cfg, par, micro_batch, seq, rc, act, True, mm_in_bytes, lora))
     per_stage, per_stage_none = stage(recompute), stage("none")
     one_layer = activation_bytes_per_layer(cfg, par, micro_batch, seq, "none", act, cfg.moe_layers > 0)
     T = micro_batch * seq / par.cp
     logits = T * cfg.vocab / par.tp * f("training.fp32_bytes")   # fp32 logits for the loss on the last stage
     working = one_layer if recompute == "full" else 0.0   # one layer re-materialised at a time
+    reserve = f("memory.reserved_bytes_per_core")
+    if framework is not None and not (overrides and "memory.reserved_bytes_per_core" in overrides):
+        reserve = framework.reserve_bytes
     return MemoryBreakdown(
-        weights=p * f("training.weight_bytes"),
-        gradients=p * f("training.grad_bytes"),
-        optimizer=sharded * (f("training.master_weight_bytes") + f("training.optimizer_state_bytes")),
+        weights=weights, gradients=gradients, optimizer=optimizer,
         activations=per_stage * inflight + logits + working,
         activations_no_recompute=per_stage_none * inflight + logits,
-        kv_cache=0.0, reserved=f("memory.reserved_bytes_per_core"), hbm_per_core=hbm_per_core)
+        kv_cache=0.0, reserved=reserve, hbm_per_core=hbm_per_core)
 
 
 def kv_cache_bytes(cfg: ModelConfig, par: Parallel, batch: int, ctx: int, kv_bytes: float) -> float:

@@ -51,7 +51,7 @@ class ServingSetup:
     moe_dispatch: str = ""
     moe_prefill: str = ""                     # "blockwise" (routed, padded blocks) or "all-experts" (dense, masked)
     bucketing: bool = True
-    in_graph_collectives: bool = True         # collectives of compiled graphs (False: standalone runtime calls)
+    in_graph_collectives: bool = True         # the fabric's in-graph collectives (False: standalone runtime calls)
     prefix_hit: float = 0.0                   # share of each prompt found in the prefix cache
     chunk: int = 0                            # chunked prefill: tokens per chunk (0 = whole prompts)
     spec: Speculation = field(default_factory=Speculation)
@@ -150,8 +150,7 @@ def runtime(target: str, s: Optional[ServingSetup] = None) -> dict:
     none), and its blockwise-matmul block size moe_block_tokens (the [moe] default where none)."""
     s = s or ServingSetup()
     out = {}
-    for k in ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens",
-              "collective_fixed_s", "collective_efficiency"):
+    for k in ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens"):
         key = f"runtime.{target}.{k}"
         try:
             out[k] = float(s.fig(key))

@@ -24,7 +24,13 @@ class Parallel:
     ep: int = 1
     vp: int = 1             # virtual pipeline stages per rank (interleaved 1F1B)
     sp: bool = False        # sequence parallel (needs tp > 1)
-    zero: int = 0           # 0 or 1 (ZeRO-1: optimizer states sharded over DP)
+    zero: int = 0           # ZeRO stage 0-3 (1: optimizer states, 2: + gradients, 3: + weights sharded)
+
+    @property
+    def etp(self) -> int:
+        """Expert tensor-parallel degree: tp when the experts spread over data-parallel ranks only (ep divides
+        dp), else 1: the experts spread over the TP ranks too (Megatron's expert_tensor_parallel_size = 1)."""
+        return self.tp if not self.dp or self.dp % self.ep == 0 else 1
 
     @property
     def model_parallel(self) -> int:
@@ -49,8 +55,8 @@ def resolve(par: Parallel, cfg: ModelConfig, system: SystemModel, ranks: Optiona
     for k in ("tp", "pp", "cp", "ep", "vp"):
         if getattr(par, k) < 1:
             _bad(f"--{k} must be at least 1", f"parallel-{k}", ">= 1", getattr(par, k))
-    if par.zero not in (0, 1):
-        _bad("--zero must be 0 or 1 (ZeRO-1)", "parallel-zero", (0, 1), par.zero)
+    if par.zero not in (0, 1, 2, 3):
+        _bad("--zero must be 0, 1, 2 or 3 (ZeRO stage)", "parallel-zero", (0, 1, 2, 3), par.zero)
     total = system.cores if ranks is None else ranks
     lnc = f", LNC={system.lnc}" if system.rank_name == "NeuronCore" else ""
     where = f" ({system.nodes} x {system.key}{lnc})" if ranks is None else ""
@@ -71,6 +77,20 @@ def check_batch(par: Parallel, seq: int, global_batch: int, micro_batch: int) ->
     if bad:
         _bad(bad.message, bad.rule, bad.limit, bad.value, bad.hint)
     return global_batch // (par.dp * micro_batch)
+
+
+def expert_groups(par: Parallel) -> tuple:
+    """(ranks of the first expert-parallel group, ranks holding the same experts): EP over dp ranks, or over
+    tp x dp ranks when ``par.etp`` is 1 and ep exceeds dp."""
+    stride = par.tp * par.cp * par.pp
+    if par.etp == par.tp or par.tp == 1:
+        ep = [i * stride for i in range(par.ep)]
+        same = [i * stride * par.ep for i in range(max(1, par.dp // par.ep))]
+    else:
+        per = par.ep // par.tp                 # data-parallel groups one EP group spans
+        ep = [t + i * stride for i in range(per) for t in range(par.tp)]
+        same = [i * stride * per for i in range(max(1, par.dp // per))]
+    return ep, same
 
 
 def group_ranks(par: Parallel, kind: str) -> List[int]:

@@ -18,13 +18,12 @@ from typing import Dict, List, Mapping, Optional
 from .datafiles import DATA_DIR, load
 
 EFF_KEYS = ("compute", "memory", "vector", "expert")
-RUNTIME_KEYS = ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens",
-                "collective_fixed_s", "collective_efficiency")
+RUNTIME_KEYS = ("op_fixed_s", "step_overhead_s", "prefill_fixed_s", "moe_block_fixed_s", "moe_block_tokens")
 # choice: bounds of the search (log space); the fixed costs between 0.01 us and 1 s, factors 2%..100% of
 # the roofline (expert loads down to 0.5%); collectives are the fabric's, with its own runtime constants
 BOUNDS = {"compute": (0.02, 1.0), "memory": (0.02, 1.0), "expert": (0.005, 1.0), "vector": (0.02, 1.0), "op_fixed_s": (1e-8, 1e-4), "step_overhead_s": (1e-5, 0.1),
           "prefill_fixed_s": (1e-5, 1.0), "moe_block_fixed_s": (1e-7, 1e-3),
-          "moe_block_tokens": (16, 1024), "collective_fixed_s": (1e-7, 1e-3), "collective_efficiency": (0.02, 1.0)}
+          "moe_block_tokens": (16, 1024)}
 SPEED_METRICS = ("output_tokens_per_s",)
 
 

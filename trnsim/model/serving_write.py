@@ -8,7 +8,7 @@ import re
 import statistics
 from typing import List, Mapping
 
-from .datafiles import DATA_DIR, load
+from .datafiles import DATA_DIR, reload
 from .serving_calibrate import EFF_KEYS, RUNTIME_KEYS
 
 KIND_OF = {"ttft_ms": "ttft", "serving.ttft_ms_p50": "ttft"}
@@ -50,5 +50,5 @@ def write(gen: str, constants: Mapping[str, float], results: List) -> str:
     text = _replace_section(text, f"runtime.{gen}", body)
     with open(path2, "w", encoding="utf-8") as f:
         f.write(text)
-    load.cache_clear()
+    reload()
     return f"{path} [serving.{gen}], {path2} [runtime.{gen}]"

@@ -95,22 +95,18 @@ def step_seconds(ctx: Context, par: Parallel, batch: int, q: int, kv: int, decod
                 p2p=p2p, stage=stage, parts=parts, collectives=tally, overhead=fixed, fixed=fixed)
 
 
-class InGraphComm:
-    """Collectives inside a compiled Neuron graph: the fabric's algorithms at nominal link rate (no standalone
-    runtime constants: the graph's collectives are pre-built, not launched call by call as the measured
-    standalone collectives are) over an efficiency, plus a fixed cost per collective; both fitted on the
-    serving rows (data/neuron_serving.toml [runtime.<gen>])."""
+class StandaloneComm:
+    """Collectives launched one call at a time (as nccom-test runs them): the fabric with ``in_graph=False``,
+    for deployments whose collectives leave the compiled graph."""
 
-    def __init__(self, system, setup: ServingSetup, hardware_file: Optional[str] = None):
+    def __init__(self, system, hardware_file: Optional[str] = None):
         from ..fabric import FabricComm
         self.fabric = FabricComm(system.key, instances=system.nodes, lnc=system.lnc, hardware_file=hardware_file,
-                                 runtime=False)
-        rt = runtime(system.target, setup)
-        self.fixed_s, self.eff = rt["collective_fixed_s"], rt["collective_efficiency"]
+                                 in_graph=False)
 
     def time_s(self, op: str, size_bytes: float, ranks) -> float:
-        """Seconds of one in-graph collective."""
-        return self.fabric.time_s(op, size_bytes, ranks) / self.eff + self.fixed_s
+        """Seconds of one standalone collective."""
+        return self.fabric.time_s(op, size_bytes, ranks)
 
 
 class StepTimes:
@@ -127,10 +123,10 @@ class StepTimes:
         self.neuron = is_neuron(ctx.system.target)
         self.setup = setup if self.neuron else replace(setup, bucketing=False)
         self._ns = self.setup if self.neuron else None
-        # in-graph collectives where the generation has serving-fitted constants for them (trn1: standalone)
-        if self.neuron and setup.in_graph_collectives and runtime(ctx.system.target, setup)["collective_efficiency"]:
-            self.ctx = replace(ctx, comm=InGraphComm(ctx.system, setup), comm_name="in-graph collectives (fabric "
-                               "at nominal rate, serving-fitted efficiency and fixed cost)", _comm_memo={})
+        # a model's collectives are the fabric's in-graph calls (its default); standalone calls on request
+        if self.neuron and not setup.in_graph_collectives:
+            self.ctx = replace(ctx, comm=StandaloneComm(ctx.system), comm_name="FabricComm (standalone calls)",
+                               _comm_memo={})
             if draft_ctx is not None:
                 draft_ctx = replace(draft_ctx, comm=self.ctx.comm, _comm_memo={})
         self.draft_ctx = draft_ctx

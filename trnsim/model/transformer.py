@@ -228,41 +228,67 @@ def head_ops(cfg: ModelConfig, T: int, lay: Layout, loss: bool) -> List[Op]:
     return ops
 
 
-def backward_of(op: Op) -> List[GraphOp]:
-    """Backward of a forward op: a matmul's dgrad and wgrad, flash attention's 2.5x, 2x for vector ops."""
+def backward_of(op: Op, frozen: bool = False) -> List[GraphOp]:
+    """Backward of a forward op: a matmul's dgrad and wgrad, flash attention's 2.5x, 2x for vector ops.
+    A ``frozen`` weight (LoRA's base model) gets no weight gradient: a matmul keeps only its dgrad (the
+    input gradient the layers below still need), a frozen embedding lookup has no backward at all."""
     from .datafiles import figure
     if op.kind == "matmul":
-        return [GraphOp(Op(kind="matmul", name=op.name + ".dgrad", dtype=op.dtype, m=op.m, k=op.n, n=op.k,
-                           batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward"),
-                GraphOp(Op(kind="matmul", name=op.name + ".wgrad", dtype=op.dtype, m=op.k, k=op.m, n=op.n,
-                           batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward")]
+        dgrad = GraphOp(Op(kind="matmul", name=op.name + ".dgrad", dtype=op.dtype, m=op.m, k=op.n, n=op.k,
+                           batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward")
+        if frozen:
+            return [dgrad]
+        return [dgrad, GraphOp(Op(kind="matmul", name=op.name + ".wgrad", dtype=op.dtype, m=op.k, k=op.m, n=op.n,
+                                  batch=op.batch, flops=op.flops, bytes=op.bytes), 1.0, "backward")]
     if op.kind == "attention":
         return [GraphOp(op, float(figure("estimator", "training.flash_attention_backward_factor")), "backward")]
     if op.kind == "embedding":
-        return [GraphOp(op, 1.0, "backward")]
+        return [] if frozen else [GraphOp(op, 1.0, "backward")]
     return [GraphOp(op, 2.0, "backward")]
 
 
-def layer_counts(cfg: ModelConfig, pp: int) -> tuple:
-    """(dense layers, MoE layers) on one pipeline stage (fractional when they do not split evenly)."""
-    return (cfg.layers - cfg.moe_layers) / pp, cfg.moe_layers / pp
+def adapter_ops(cfg: ModelConfig, lora, moe: bool, T: int, lay: Layout) -> List[Op]:
+    """Forward LoRA adapter matmuls of one layer (x A, then (x A) B, per target); they are trained, so their
+    backward is the ordinary dgrad + wgrad."""
+    from .lora import adapter_matmuls
+    slots = T * cfg.top_k if moe and not lay.ep_in_tp else T
+    local = max(1, cfg.experts // lay.ep) if moe else 1
+    active = max(1, min(local, slots))
+    return [_mm(name, m, k, n, lay, batch=b) for name, m, k, n, b in
+            adapter_matmuls(cfg, lora, T, lay.tp, moe, math.ceil(slots / active), active)]
 
 
-def training_graph(cfg: ModelConfig, lay: Layout, micro_batch: int, seq: int, recompute: str) -> OpGraph:
-    """Ops of one micro-batch on the heaviest pipeline stage, plus the optimizer step (once per step)."""
+def layer_counts(cfg: ModelConfig, pp: int, vp: int = 1) -> tuple:
+    """(dense layers, MoE layers) on the heaviest pipeline stage. Layers that split evenly give layers / pp;
+    an uneven split (Llama-3.1-405B's 126 layers, DeepSeek-V3's 61) puts ceil(layers / (pp x vp)) layers in
+    each of a stage's ``vp`` chunks on the heaviest stage, MoE layers first (they are the later ones)."""
+    if cfg.layers % (pp * vp) == 0:
+        return (cfg.layers - cfg.moe_layers) / pp, cfg.moe_layers / pp
+    heavy = min(cfg.layers, math.ceil(cfg.layers / (pp * vp)) * vp)
+    moe = min(cfg.moe_layers, heavy)
+    return float(heavy - moe), float(moe)
+
+
+def training_graph(cfg: ModelConfig, lay: Layout, micro_batch: int, seq: int, recompute: str, lora=None,
+                   vp: int = 1) -> OpGraph:
+    """Ops of one micro-batch on the heaviest pipeline stage, plus the optimizer step (once per step).
+    With ``lora`` (a ``model.lora.Lora``) the base weights are frozen and the adapters are trained."""
     q = seq // lay.cp
+    frozen = lora is not None
     out: List[GraphOp] = []
-    for (moe, attn, window), n in kind_counts(cfg, lay.pp).items():
-        fwd = layer_forward(cfg, moe, micro_batch, q, seq, lay, attn=attn, window=window)
-        for op in fwd:
+    T = micro_batch * q
+    for (moe, attn, window), n in stage_kind_counts(cfg, lay.pp, vp).items():
+        fwd = [(op, frozen) for op in layer_forward(cfg, moe, micro_batch, q, seq, lay, attn=attn, window=window)]
+        if frozen:
+            fwd += [(op, False) for op in adapter_ops(cfg, lora, moe, T, lay)]
+        for op, fz in fwd:
             out.append(GraphOp(op, n, "forward"))
-            out += [GraphOp(g.op, g.count * n, g.phase) for g in backward_of(op)]
+            out += [GraphOp(g.op, g.count * n, g.phase) for g in backward_of(op, fz)]
             if recompute == "full" or (recompute == "selective" and op.kind == "attention"):
                 out.append(GraphOp(op, n, "recompute"))
-    T = micro_batch * q
     for op in embed_ops(cfg, T, lay) + head_ops(cfg, T, lay, loss=True):
         out.append(GraphOp(op, 1.0, "head"))
-        out += [GraphOp(g.op, g.count, "head") for g in backward_of(op)]
+        out += [GraphOp(g.op, g.count, "head") for g in backward_of(op, frozen)]
     return OpGraph(tuple(out))
 
 
@@ -282,6 +308,18 @@ def kind_counts(cfg: ModelConfig, pp: int = 1) -> dict:
     for k in cfg.layer_kinds():
         out[k] = out.get(k, 0.0) + 1.0 / pp
     return out
+
+
+def stage_kind_counts(cfg: ModelConfig, pp: int, vp: int = 1) -> dict:
+    """``kind_counts`` of the heaviest pipeline stage: an uneven split gives it ``layer_counts``' layers (MoE
+    ones first), shared among the layer kinds in the model's proportions."""
+    base = kind_counts(cfg, pp)
+    if cfg.layers % (pp * vp) == 0:
+        return base
+    dense_n, moe_n = layer_counts(cfg, pp, vp)
+    tot = {True: sum(v for k, v in base.items() if k[0]), False: sum(v for k, v in base.items() if not k[0])}
+    want = {True: moe_n, False: dense_n}
+    return {k: v * want[k[0]] / tot[k[0]] for k, v in base.items() if tot[k[0]] > 0 and want[k[0]] > 0}
 
 
 def inference_graph(cfg: ModelConfig, lay: Layout, batch: int, q: int, kv: int, decode: bool) -> OpGraph:

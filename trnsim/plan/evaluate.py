@@ -41,6 +41,9 @@ class Job:
     efficiency: Optional[Mapping[str, float]] = field(default=None, hash=False)
     batch_seqs: float = 0.0   # sequences per step to round up to whole dp x micro-batch rounds
     recompute_first_fit: bool = False   # estimate only a layout's first recompute option that fits
+    framework: Optional[str] = None          # None: the estimator's default (NxD / Megatron)
+    lora_rank: Optional[int] = None          # LoRA fine-tuning (frozen base) when set
+    lora_targets: Optional[str] = None
 
 
 class Evaluated(NamedTuple):
@@ -102,6 +105,14 @@ class _State:
         # bytes per parameter of the states training_memory counts: always held, and sharded by ZeRO-1
         self.held = f("training.weight_bytes") + f("training.grad_bytes")
         self.shardable = f("training.master_weight_bytes") + f("training.optimizer_state_bytes")
+        self.reserved = f("memory.reserved_bytes_per_core")
+        # the cheap floor and pre-check below use the historical layout (ZeRO-1 over dp, fp32 gradients, the
+        # estimator's reserve); another framework's layout or LoRA is left to the estimator's own check
+        from ..model.train_frameworks import get_framework
+        gpu = make_system(job.instance, 1, None, job.hardware_file).rank_name != "NeuronCore"
+        fw = get_framework(job.framework, gpu=gpu)
+        self.classic = (not job.lora_rank and fw.grad_bytes == f("training.grad_bytes") and not fw.main_grad_bytes
+                        and not fw.shard_over_cp and fw.reserve_bytes == self.reserved)
 
     def states_bytes(self, par: Parallel, reserved: float) -> float:
         """Weights, gradients, optimizer states and the runtime reserve of one rank: a lower bound of
@@ -127,6 +138,9 @@ class _State:
             comm = default_comm(system, j.hardware_file, j.comm) if j.comm else default_comm(system, j.hardware_file)
             over = {**self.figures, **system.memory_overrides(), **(j.overrides or {})}
             reserved = float(figure("estimator", "memory.reserved_bytes_per_core", over))
+            if "memory.reserved_bytes_per_core" not in (j.overrides or {}):
+                # the estimator takes the training framework's reserve unless the caller names one
+                over.pop("memory.reserved_bytes_per_core", None)
             got = self._per[(count, lnc)] = _Per(system, float(system.hbm_bytes_per_core), costs, comm, over,
                                                  reserved)
         return got
@@ -161,13 +175,14 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
     hbm = per.hbm
     par = Parallel(tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, vp=c.vp, sp=c.sp, zero=c.zero)
     try:
-        floor = st.states_bytes(par, per.reserved)
+        floor = st.states_bytes(par, per.reserved) if st.classic else 0.0
         if floor > hbm:   # rejected without the activation model; the figure is a lower bound, and says so
             return Evaluated(c, "memory-fit", f"weights, gradients and optimizer states alone need "
                              f"{floor / GIB:.1f} GiB per rank, has {hbm / GIB:.1f} GiB",
                              memory_gib=floor / GIB, hbm_gib=hbm / GIB)
-        mem = training_memory(st.cfg, par, c.micro_batch, job.seq, c.recompute, hbm, per.overrides)
-        if not mem.fits:
+        mem = training_memory(st.cfg, par, c.micro_batch, job.seq, c.recompute, hbm, per.overrides) \
+            if st.classic else None
+        if mem is not None and not mem.fits:
             return Evaluated(c, "memory-fit", f"needs {mem.total / GIB:.1f} GiB per rank, has {hbm / GIB:.1f} GiB",
                              memory_gib=mem.total / GIB, hbm_gib=hbm / GIB)
         gb = layout_batch(c.dp, c.micro_batch, job.global_batch, job.batch_seqs)
@@ -176,7 +191,8 @@ def evaluate_one(job: Job, c: Config) -> Evaluated:
                               micro_batch=c.micro_batch, recompute=c.recompute,
                               precision=job.precision, sparsity=job.sparsity, costs=per.costs, comm=per.comm,
                               hardware_file=job.hardware_file, overrides=per.overrides,
-                              efficiency=job.efficiency, check_memory=False)
+                              efficiency=job.efficiency, check_memory=mem is None, framework=job.framework,
+                              lora_rank=job.lora_rank, lora_targets=job.lora_targets)
     except TrnsimError as err:   # a rule only the estimator knows: charged to that rule
         if err.rule in _NOT_A_VERDICT:
             raise                # the cache or the timer failed: an error, never a dropped config

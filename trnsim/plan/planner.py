@@ -106,11 +106,13 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
          hardware_file: Optional[str] = None, space: Optional[Mapping[str, Any]] = None,
          price: Optional[Price] = None, power: Optional[Power] = None,
          overrides: Optional[Mapping[str, Any]] = None, efficiency: Optional[Mapping[str, float]] = None,
-         keep_rows: bool = True) -> PlanResult:
+         keep_rows: bool = True, framework: Optional[str] = None, lora_rank: Optional[int] = None,
+         lora_targets: Optional[str] = None) -> PlanResult:
     """Search the training layouts of ``model`` on ``count`` x ``system`` and rank the ones that fit by
     ``objective`` (time: s/step; cost: USD/step from ``price``; energy: J/step from ``power``).  The step is
     ``global_batch`` sequences, or with ``batch_tokens`` each layout's own: the tokens rounded up to whole
-    dp x micro-batch rounds, scored per ``batch_tokens / seq`` sequences so layouts compare fairly."""
+    dp x micro-batch rounds, scored per ``batch_tokens / seq`` sequences so layouts compare fairly.
+    ``framework`` lays memory out as that framework does, ``lora_rank`` searches a LoRA fine-tune."""
     t0 = time.perf_counter()
     check_params(model=model, system=system, count=count, seq=seq, global_batch=global_batch, top=top,
                  workers=workers, precision=precision, objective=objective, sparsity=sparsity, space=space)
@@ -142,7 +144,8 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     job = Job(key=uuid.uuid4().hex, model=cfg, instance=system, seq=seq, global_batch=global_batch,
               precision=precision, sparsity=sparsity, costs=costs, comm=comm, hardware_file=hardware_file,
               overrides=dict(overrides) if overrides else None, efficiency=dict(efficiency) if efficiency else None,
-              batch_seqs=batch_seqs, recompute_first_fit=sp.recompute_first_fit)
+              batch_seqs=batch_seqs, recompute_first_fit=sp.recompute_first_fit,
+              framework=framework, lora_rank=lora_rank, lora_targets=lora_targets)
     t1 = time.perf_counter()
     batches = _chunks(keep, n_workers)
     rows: List[Evaluated] = [r for b in run_batches(job, batches, backend, n_workers, progress) for r in b]

@@ -24,8 +24,10 @@ def _table(tid: str, title: str, t: Table) -> str:
 
 def _workload(d: Dict) -> str:
     w = d["workload"]
-    if w["task"] == "train":
-        what = (f"training {w['model']} on {w['total_tokens']:.3g} tokens (sequence {w['seq']}, "
+    if w["task"] in ("train", "finetune"):
+        kind = (f"LoRA fine-tuning (r={w['lora_rank']}, {w['lora_targets']})" if w["task"] == "finetune"
+                else "training")
+        what = (f"{kind} {w['model']} on {w['total_tokens']:.3g} tokens (sequence {w['seq']}, "
                 f"{w['batch_tokens']:.3g} tokens per step, {w['precision']}), deadline {w['deadline_s'] / 86400:g} days")
     else:
         slo = ", ".join(f"{k} <= {w[f]} ms" for k, f in (("TPOT", "slo_tpot_ms"), ("TTFT", "slo_ttft_ms")) if w[f])

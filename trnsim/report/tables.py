@@ -39,7 +39,8 @@ def duration(s: float) -> str:
 
 def systems_table(d: Dict) -> Table:
     """The main comparison table (one row per system, cheapest per token first)."""
-    train = d["workload"]["task"] == "train"
+    train = d["workload"]["task"] in ("train", "finetune")
+    monthly = bool(d["workload"].get("runs_per_month"))
     if train:
         cols = ["system", "config", "instances", "time to train", "time to result", "total cost", "$/1M tok",
                 "energy (kWh)", "tokens/MWh", "vs baseline", "band"]
@@ -49,6 +50,8 @@ def systems_table(d: Dict) -> Table:
     ev = "total_with_engineering_usd" in (d["systems"][0] if d["systems"] else {})
     if ev:
         cols.insert(cols.index("$/1M tok"), "with migration (12 mo)")
+    if monthly:
+        cols.insert(cols.index("total cost") + 1, "$ / month")
     rows = []
     for s in d["systems"]:
         pp = s.get("price_performance")
@@ -61,7 +64,8 @@ def systems_table(d: Dict) -> Table:
             m = s["metrics"]
             mid = [f"{m['ttft_ms']:,.0f}", f"{m['tpot_ms']:,.1f}", f"{m['capacity_requests_per_s']:,.1f}"]
         extra = [money(s["total_with_engineering_usd"])] if ev else []
-        rows.append(head + mid + [money(s["cost_usd"])] + extra + [money(s['usd_per_mtok']), f"{s['energy_kwh']:,.0f}",
+        month = [money(s["usd_per_month"])] if monthly else []
+        rows.append(head + mid + [money(s["cost_usd"])] + month + extra + [money(s['usd_per_mtok']), f"{s['energy_kwh']:,.0f}",
                                   f"{s['tokens_per_mwh']:,.3g}", f"{pp:.2f}x" if pp else "-",
                                   f"+-{100 * s['error_band']['relative']:.0f} %"])
     return cols, rows

@@ -111,6 +111,8 @@ class GpuSystem:
             table = load_efficiency(self.gpu.key)
             f = self.figures
             scale = f["training.matmul_fp8_scale"] if prec.name != "bf16" else f["training.matmul_bf16_scale"]
+            if prec.name != "bf16":   # a GPU generation with its own fp8 rows has its own factor
+                scale = f.get(f"training_fp8_scale_by_gpu.{self.gpu.key}", scale)
             eff.setdefault("matmul", min(1.0, table.matmul[prec.name] * scale))
             eff.setdefault("attention", min(1.0, table.attention[table.attention_precision]
                                             * f["training.matmul_bf16_scale"]))
