@@ -93,6 +93,8 @@ def _check_type(name: str, label: str, rule: Mapping[str, Any], value: Any, wher
     names = {c.__name__ for c in type(value).__mro__}
     if isinstance(value, abc.Mapping):
         names.add("Mapping")
+    if hasattr(value, "hbm_bytes_per_core") and hasattr(value, "cores"):
+        names.add("SystemModel")   # a protocol: any class with its figures (TrainiumSystem, GpuSystem)
     if isinstance(value, _os.PathLike):
         names.add("PathLike")
     types = list(rule.get("types", ["str"]))
@@ -119,6 +121,15 @@ def _range_text(rule: Mapping[str, Any]) -> str:
 
 def _num(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def as_sequence(value: Any) -> Any:
+    """A list of an iterable that is not text or a mapping (a generator, a set), else ``value`` as it is,
+    so a type check can look at it without consuming it."""
+    from collections.abc import Iterable as _It, Mapping as _Map
+    if isinstance(value, (str, bytes, _Map, list, tuple)) or not isinstance(value, _It):
+        return value
+    return list(value)
 
 
 def check_order(names: Iterable[str]) -> list:
