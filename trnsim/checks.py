@@ -98,10 +98,12 @@ def _check_type(name: str, label: str, rule: Mapping[str, Any], value: Any, wher
     if isinstance(value, _os.PathLike):
         names.add("PathLike")
     types = list(rule.get("types", ["str"]))
+    names |= {t for t in types if t.startswith("has:") and hasattr(value, t[4:])}   # duck-typed objects
     if names & set(types) and not isinstance(value, bool):
         return value
-    raise ConfigError(f"{label} must be {' or '.join(types)}, not {type(value).__name__}", rule="option-type",
-                      limit=" or ".join(types), value=repr(value)[:80], where=where or rule.get("option", name))
+    shown = " or ".join(f"an object with .{t[4:]}" if t.startswith("has:") else t for t in types)
+    raise ConfigError(f"{label} must be {shown}, not {type(value).__name__}", rule="option-type",
+                      limit=shown, value=repr(value)[:80], where=where or rule.get("option", name))
 
 
 def _show(v: Any) -> Any:
