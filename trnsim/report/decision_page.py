@@ -30,7 +30,8 @@ def verdict_table(d: Dict) -> Table:
         be = "; ".join(f"{u['system']} <= {money(u['break_even_usd_per_hour'])}/h" for u in j["unpriced"])
         rows.append([j["title"], money(b["cost_usd"] * n) if b else "n/a", best or "none fits",
                      money(t["cost_usd"] * n) if t else "n/a",
-                     (money(saving) + (f" ({100 * saving / (b['cost_usd'] * n):.0f} % less)" if b else ""))
+                     (money(saving) + (f" ({abs(100 * saving / (b['cost_usd'] * n)):.0f} % {'less' if saving >= 0 else 'more'})"
+                                       if b else ""))
                      if saving is not None else "n/a", be or "-"])
     return [f"job", f"{base} per month", "cheapest Trainium", "its cost per month", "saving per month",
             "unpriced: cheaper than the baseline if priced at"], rows
