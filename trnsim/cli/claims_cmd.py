@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from .compare_cmd import add_price_args
 from .output import console, print_json, table
 
 
@@ -14,13 +15,7 @@ def register(sub) -> None:
                                    "comparison, computed with the same configuration search as trnsim compare, "
                                    "and given a verdict; a cost claim on a system without a price gets the "
                                    "break-even hourly price instead.")
-    p.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
-                   help="your hourly price of a system (repeatable); wins over published prices")
-    p.add_argument("--prices", action="append", default=[], metavar="FILE",
-                   help="a TOML or CSV file of your prices (system, usd_per_hour)")
-    p.add_argument("--price-kind", default="on-demand",
-                   help="on-demand (default) | capacity-block | reserved | spot")
-    p.add_argument("--pue", type=float, default=None, help="data-center PUE (default: cost/data/power.toml)")
+    add_price_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 

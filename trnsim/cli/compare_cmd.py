@@ -35,13 +35,7 @@ def add_workload_args(p, task_default: str = "train") -> None:
     p.add_argument("--rate", type=float, default=10.0, help="requests per second to serve (infer)")
     p.add_argument("--slo-tpot-ms", type=float, default=None, help="time per output token SLO (infer)")
     p.add_argument("--slo-ttft-ms", type=float, default=None, help="time to first token SLO (infer)")
-    p.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
-                   help="your hourly price of a system (repeatable); wins over published prices")
-    p.add_argument("--prices", action="append", default=[], metavar="FILE",
-                   help="a TOML or CSV file of your prices (system, usd_per_hour)")
-    p.add_argument("--price-kind", default="on-demand",
-                   help="on-demand (default) | capacity-block | reserved | spot")
-    p.add_argument("--pue", type=float, default=None, help="data-center PUE (default: cost/data/power.toml)")
+    add_price_args(p)
     p.add_argument("--start-delay", action="append", default=[], metavar="SYSTEM=90d",
                    help="wait for capacity before the run starts (adds to time to result)")
     p.add_argument("--planner", action="store_true", help="training layouts from trnsim plan's whole default "
@@ -50,6 +44,17 @@ def add_workload_args(p, task_default: str = "train") -> None:
     p.add_argument("--md", metavar="FILE", help="write a Markdown export")
     p.add_argument("--csv", metavar="FILE", help="write a CSV export (one row per system)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_price_args(p) -> None:
+    """Options shared by every command that prices systems: your prices, their kind, the PUE."""
+    p.add_argument("--price", action="append", default=[], metavar="SYSTEM=USD",
+                   help="your hourly price of a system (repeatable); wins over published prices")
+    p.add_argument("--prices", action="append", default=[], metavar="FILE",
+                   help="a TOML or CSV file of your prices (system, usd_per_hour)")
+    p.add_argument("--price-kind", default="on-demand",
+                   help="on-demand (default) | capacity-block | reserved | spot")
+    p.add_argument("--pue", type=float, default=None, help="data-center PUE (default: cost/data/power.toml)")
 
 
 def register(sub) -> None:

@@ -11,10 +11,9 @@ import difflib
 import functools
 import math
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, HardwareFileError
-from ..hardware import load_catalog
 from .config import NcclRuntime, load_fabric_config
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -51,24 +50,21 @@ class GpuTopology:
         return 1
 
 
-def _gpus_raw(hardware_file: Optional[str]) -> Mapping:
-    return load_catalog(hardware_file).extra.get("gpus") or {}
+def _catalog(hardware_file: Optional[str]):
+    from ..hardware.gpus import load_gpu_catalog
+    return load_gpu_catalog(user_file=hardware_file)
 
 
 def gpu_system_key(system: str, hardware_file: Optional[str] = None) -> Optional[str]:
     """The gpus.toml key of a GPU system name or alias, or None when ``system`` is not a GPU system."""
-    systems = _gpus_raw(hardware_file).get("systems", {})
-    key = str(system).strip().lower()
-    for k, v in systems.items():
-        if key == k.lower() or key in [str(a).lower() for a in v.get("aliases", [])]:
-            return k
-    return None
+    cat = _catalog(hardware_file)
+    return cat.system(system).key if cat.has_system(system) else None
 
 
 def gpu_system_names(hardware_file: Optional[str] = None) -> List[str]:
     """Every GPU system key and alias of the catalog."""
-    systems = _gpus_raw(hardware_file).get("systems", {})
-    return list(systems) + [a for v in systems.values() for a in v.get("aliases", [])]
+    systems = _catalog(hardware_file).systems.values()
+    return [s.key for s in systems] + [a for s in systems for a in s.aliases]
 
 
 @functools.lru_cache(maxsize=64)
@@ -82,35 +78,29 @@ def build_gpu_topology(system: str, systems: int = 1, hardware_file: Optional[st
         near = difflib.get_close_matches(str(system).lower(), gpu_system_names(hardware_file), n=3, cutoff=0.4)
         raise ConfigError(f"unknown GPU system {system!r}", rule="fabric-system", limit="a GPU system of gpus.toml",
                           value=system, hint=f"did you mean {', '.join(near)}?" if near else None)
-    raw = _gpus_raw(hardware_file)
-    spec = _values(raw["systems"][key])
-    gpu = _values(raw["gpus"][spec["gpu"]])
+    cat = _catalog(hardware_file)
+    spec = cat.systems[key]
+    gpu = cat.gpus[spec.gpu]
     cfg = load_fabric_config(hardware_file)
     nccl = cfg.nccl
-    gen = nccl.get("gpu_generation", {}).get(spec["gpu"])
+    gen = nccl.get("gpu_generation", {}).get(spec.gpu)
     if gen is None or gen not in cfg.nccl_runtimes:
-        raise HardwareFileError(f"fabric.toml: no NCCL generation for GPU {spec['gpu']!r}",
+        raise HardwareFileError(f"fabric.toml: no NCCL generation for GPU {spec.gpu!r}",
                                 rule="hardware-file-missing", limit=sorted(nccl.get("gpu_generation", {})),
-                                value=spec["gpu"], hint="add it under [nccl.gpu_generation]")
+                                value=spec.gpu, hint="add it under [nccl.gpu_generation]")
     names = nccl.get("network_name", {})
-    gpus, domain = int(spec["gpus"]), int(spec["nvlink_domain"])
+    gpus, domain = int(spec.gpus), int(spec.nvlink_domain)
     if domain < 1 or (gpus % domain and domain % gpus):
         raise HardwareFileError(f"gpus.toml: {key}: nvlink_domain {domain} does not tile {gpus} GPUs",
                                 rule="hardware-file-range", limit=f"a divisor or multiple of {gpus}", value=domain)
     return GpuTopology(
-        system=key, name=spec.get("name", key), gpu=spec["gpu"], generation=gen, gpus_per_system=gpus,
+        system=key, name=spec.name or key, gpu=spec.gpu, generation=gen, gpus_per_system=gpus,
         domain=min(domain, gpus * systems), systems=systems,
         # NVIDIA prints NVLink bandwidth summed over both directions (gpus.toml); a transfer uses one
-        nvlink_bw=float(gpu["nvlink_bandwidth_bytes_per_s"]) / 2.0,
+        nvlink_bw=float(gpu.nvlink_bandwidth_bytes_per_s) / 2.0,
         # an Ethernet / IB line rate holds in each direction; the system's figure is shared by its GPUs
-        net_bw=float(spec["network_bandwidth_bits_per_s"]) / 8.0 / gpus,
+        net_bw=float(spec.network_bandwidth_bits_per_s) / 8.0 / gpus,
         network=str(names.get(key, names.get("default", "network"))), runtime=cfg.nccl_runtimes[gen])
-
-
-def _values(table: Mapping) -> dict:
-    """A gpus.toml entry with each ``{ value, source, ... }`` figure replaced by its value (the catalog has
-    checked the file's layout when it loaded it)."""
-    return {k: v["value"] if isinstance(v, Mapping) and "value" in v else v for k, v in table.items()}
 
 
 # ------------------------------------------------------------------------------------------------ NCCL model

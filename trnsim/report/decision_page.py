@@ -33,7 +33,7 @@ def verdict_table(d: Dict) -> Table:
                      (money(saving) + (f" ({abs(100 * saving / (b['cost_usd'] * n)):.0f} % {'less' if saving >= 0 else 'more'})"
                                        if b else ""))
                      if saving is not None else "n/a", be or "-"])
-    return [f"job", f"{base} per month", "cheapest Trainium", "its cost per month", "saving per month",
+    return ["job", f"{base} per month", "cheapest Trainium", "its cost per month", "saving per month",
             "unpriced: cheaper than the baseline if priced at"], rows
 
 
