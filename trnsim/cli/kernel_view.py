@@ -2,7 +2,7 @@
 detail (from ``trnsim.profile.insight.analyze``), and the side-by-side table of several targets."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from rich.markup import escape
 
@@ -42,11 +42,12 @@ def speed_rows(sol: dict) -> List[tuple]:
     return rows
 
 
-def engine_rows(summary: dict, prof: dict) -> List[tuple]:
-    """Busy share per engine, and what each compute engine's idle time waits on most."""
+def engine_rows(engines: Dict[str, float], prof: dict) -> List[tuple]:
+    """Busy share per engine (``RunFigures.engines``), and what each compute engine's idle time
+    waits on most."""
     lat = prof["latency_ns"] or 1.0
     rows = []
-    for k, v in summary["engines"].items():
+    for k, v in engines.items():
         if k.startswith("DMA:q"):
             continue
         st = prof["stalls"].get("DMA" if k == "DMA (any queue)" else k)
@@ -55,7 +56,7 @@ def engine_rows(summary: dict, prof: dict) -> List[tuple]:
             waits = [(w, t) for w, t in st["waiting_on"].items() if w != "after its last instruction"]
             why = ", ".join(f"{DISPLAY.get(w, w)} {pct(t / lat)}" for w, t in waits[:3])
         rows.append((DISPLAY.get(k, k), pct(v), why))
-    qs = [v for k, v in summary["engines"].items() if k.startswith("DMA:q")]
+    qs = [v for k, v in engines.items() if k.startswith("DMA:q")]
     if qs:
         rows.append(("DMA queues (min / max)", f"{pct(min(qs))} / {pct(max(qs))}", ""))
     return rows

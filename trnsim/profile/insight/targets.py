@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ...timing.estimate import Estimate
+from ..verdict import bottleneck
 
 
 def side_by_side(ests: Dict[str, Estimate]) -> dict:
@@ -12,12 +13,12 @@ def side_by_side(ests: Dict[str, Estimate]) -> dict:
     rows = {}
     base = None
     for target, est in ests.items():
-        s = est.summary()
-        eng = {k: v for k, v in s["engines"].items() if not k.startswith("DMA:q")}
-        lat = s["latency_us"]
+        f = est.figures()
+        eng = {k: v for k, v in f.engines.items() if not k.startswith("DMA:q")}
+        lat = f.latency_us
         if base is None:
             base = lat
         rows[target] = {"latency_us": lat, "speedup_vs_first": (base / lat) if lat else 0.0,
-                        "engines": eng, "hfu": s["hfu"], "hbm_gbps": s["hbm_gbps"],
-                        "instructions": s["instructions"], "verdict": s["bottleneck"]}
+                        "engines": eng, "hfu": f.hfu, "hbm_gbps": f.hbm_gbps,
+                        "instructions": f.instructions, "verdict": bottleneck(f)}
     return {"kernel": next(iter(ests.values())).kernel if ests else "", "targets": rows}
