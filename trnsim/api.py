@@ -419,7 +419,8 @@ def compare_targets(kernel: Any, *args, targets: Sequence[str], options: Optiona
     return out
 
 
-def compare_figures(ests: Dict[str, Any]) -> dict:
-    """The per-target figures of ``compare_targets`` side by side (JSON-ready)."""
+def compare_figures(ests: Dict[str, Any], analyses: Optional[Dict[str, dict]] = None):
+    """The per-target figures of ``compare_targets`` side by side: a ``TargetComparison`` record
+    (``.to_dict()`` for JSON); ``analyses``: per target, ``profile(est)``, whose verdicts it shows."""
     from .profile.insight.targets import side_by_side
-    return side_by_side(ests)
+    return side_by_side(ests, analyses)

@@ -223,12 +223,11 @@ def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
         ests = api.compare_targets(k, *pos, targets=targets, options=opts, **kw)
     for e in ests.values():
         e.sim_seconds = (time.perf_counter() - t0) / len(ests)
-    cmp = api.compare_figures(ests)
     with Spinner(not args.json, "analysing the profiles"):
         profs = {t: api.profile(e, top=_top(args)) for t, e in ests.items()}
-    doc = dict(cmp)
+    cmp = api.compare_figures(ests, profs)
+    doc = cmp.to_dict()
     for t, e in ests.items():
-        doc["targets"][t]["verdict"] = profs[t]["verdict"]
         doc["targets"][t]["summary"] = api.summarize(e, analysis=profs[t]).to_dict()
         doc["targets"][t]["profile"] = profs[t]
     if args.save:
@@ -242,7 +241,7 @@ def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
     con = console()
     con.print(kv.targets_table(cmp))
     for t in ests:
-        con.print(f"[bold]{t}[/]: {profs[t]['verdict']}")
+        con.print(f"[bold]{t}[/]: {cmp.targets[t].verdict}")
     if args.save:
         con.print(f"wrote {args.save}")
     return 0
