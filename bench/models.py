@@ -3,7 +3,11 @@
     python bench/models.py              # the recorded calibration (data/calibration.toml)
     python bench/models.py --refit      # fit the factors again first (does not write them)
     python bench/models.py --uncalibrated   # every factor 1: the raw roofline gap
+    python bench/models.py --breakdown      # each row in parts: compute, weights, KV, collectives per kind, fixed
     python bench/models.py --costs simulated --refit --write   # fit the simulated op costs' factors and record them
+    python -m trnsim.model.calibrate --write   # roofline factors jointly with trn1's in-graph fabric constants
+
+--refit fits the factors only, the fabric constants as fabric.toml holds them.
 
 Also times a few typical estimates (warm), the `< 0.5 s` target of issue 9, and a planner-like sweep of
 training estimates per collectives model (fabric closed forms built cold for every new group).
@@ -43,6 +47,8 @@ def main() -> None:
     ap.add_argument("--costs", choices=("roofline", "simulated"), default="roofline",
                     help="per-op costs: catalog roofline or simulated reference kernels (trnsim.kernels)")
     ap.add_argument("--write", action="store_true", help="with --refit: record the factors in calibration.toml")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="print each row's estimate broken down (compute, weights, KV, collectives per kind, fixed)")
     args = ap.parse_args()
     factory = None
     if args.costs == "simulated":
@@ -73,6 +79,8 @@ def main() -> None:
     out.print(tab)
     for r in res:
         out.print(f"  {r.id}: {runs()[r.id]['why']}")
+    if args.breakdown:
+        breakdown(out, eff, factory() if factory else None)
     tab = Table(title="Time per estimate (warm, roofline op costs, fabric collectives)", title_justify="left")
     tab.add_column("estimate")
     tab.add_column("ms")
@@ -92,12 +100,33 @@ def main() -> None:
     out.print(tab)
 
 
+def breakdown(out, eff, costs) -> None:
+    """Each calibration row's estimate in parts: the step's compute, memory and fixed costs (ms or s), and
+    every collective kind with its calls, total and time per call."""
+    from trnsim.model.calibrate import runs
+    for rid, run in sorted(runs().items()):
+        kw = dict(run["args"])
+        fn = estimate_training if run["kind"] == "train" else estimate_inference
+        e = fn(run["model"], run["instance"], check_memory=False, efficiency=eff, costs=costs, **kw)
+        if run["kind"] == "train":
+            parts, tally, unit = e.breakdown, e.collectives, "s per step"
+        else:
+            phase = "prefill" if run["kind"] == "ttft" else "decode"
+            parts = {k: v for k, v in e.breakdown.items() if k.startswith(phase)}
+            tally, unit = e.collectives[phase], "ms"
+        out.print(f"{rid} {run['model']} {run['metric']} ({unit}): " +
+                  ", ".join(f"{k} {v:.4g}" for k, v in parts.items()))
+        for op, d in tally.items():
+            out.print(f"    {op}: {d['calls']} calls, {d['seconds'] * 1e3:.4g} ms, "
+                      f"{d['seconds'] / d['calls'] * 1e6:.1f} us per call, {d['bytes'] / d['calls'] / 1024:.0f} KiB per call")
+
+
 def sweep(comm: str):
     """(estimates, CPU seconds, distinct (op, group) closed forms built) of a tp x pp x dp x zero sweep (CPU
     time, not wall: the bench machine is shared)."""
-    from trnsim.fabric import closed_form, comm as fabric_comm
+    from trnsim.fabric import closed_form, fast
     from trnsim.errors import TrnsimError
-    fabric_comm._pieces.cache_clear()   # every group new, as in a fresh planner worker
+    fast.candidates.cache_clear()   # every group new, as in a fresh planner worker
     closed_form._STEP_MEMO.clear()
     n, t = 0, time.process_time()
     for nodes in (1, 2, 4, 8):
@@ -113,7 +142,7 @@ def sweep(comm: str):
                         n += 1
                     except TrnsimError:   # layouts the model rejects (batch, heads)
                         pass
-    return n, time.process_time() - t, fabric_comm._pieces.cache_info().currsize
+    return n, time.process_time() - t, fast.candidates.cache_info().currsize
 
 
 if __name__ == "__main__":

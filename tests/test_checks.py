@@ -179,3 +179,32 @@ def test_api_errors_carry_the_same_suggestion():
     with pytest.raises(ConfigError) as e:
         estimate_training("llama-3-8b", "trn1.32xlarg")
     assert e.value.hint.startswith("did you mean trn1.32xlarge")
+
+
+def test_every_api_default_of_none_is_allowed_by_the_limits():
+    """A parameter whose API default is None (computed later) must be 'optional' in limits.toml, else
+    calling the function with its own defaults would be refused."""
+    import inspect
+
+    from trnsim.checks import limits
+    from trnsim.compare.options import make_power, make_workload
+    params = limits()["params"]
+    for fn in (estimate_training, estimate_inference, make_workload, make_power):
+        for name, p in inspect.signature(fn).parameters.items():
+            if name in params and p.default is None:
+                assert params[name].get("optional"), f"{fn.__name__}({name}=None) is refused by limits.toml"
+
+
+def test_wrong_types_for_names_are_config_errors_not_type_errors():
+    from trnsim.api import make_inputs
+    from trnsim.compare import parse_systems
+    from trnsim.plan import plan
+    calls = [lambda: estimate_training(5), lambda: estimate_training("llama-3-8b", 1.5),
+             lambda: estimate_training("llama-3-8b", precision=True), lambda: estimate_inference("llama-3-8b", lnc=1.5),
+             lambda: plan("llama-3-8b", "trn2.48xlarge", global_batch=8, space=1.5),
+             lambda: plan("llama-3-8b", "trn2.48xlarge", global_batch=8, objective=3),
+             lambda: parse_systems(5, "train"), lambda: make_inputs(5), lambda: make_inputs("a=4x4")]
+    for call in calls:
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert e.value.rule in ("option-type", "option-value"), e.value

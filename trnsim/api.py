@@ -130,6 +130,8 @@ def make_inputs(specs: Iterable[str] = (), seed: int = 0, numerics: bool = True,
     from .errors import CapacityError
     from .hardware import load_catalog
     from .validate import check_input_size, host_memory_bytes, load_npz, parse_arg
+    from .checks import as_sequence, check_params
+    specs = check_params(specs=as_sequence(specs))["specs"]
     parsed: Dict[str, Any] = {}
     for a in specs:
         name, value = parse_arg(a)

@@ -59,6 +59,8 @@ def check_value(name: str, value: Any, where: Optional[str] = None) -> Any:
     kind, opt = rule["kind"], rule.get("option", name)
     lo, hi = rule.get("min"), rule.get("max")
     label = f"{name.replace('_', ' ')} ({opt})"
+    if kind == "text":
+        return _check_type(name, label, rule, value, where)
     rng = _range_text(rule)
 
     def bad(msg: str, v: Any = value):
@@ -83,6 +85,27 @@ def check_value(name: str, value: Any, where: Optional[str] = None) -> Any:
     return v
 
 
+def _check_type(name: str, label: str, rule: Mapping[str, Any], value: Any, where: Optional[str]) -> Any:
+    """A naming parameter's value is of one of the ``types`` its limits entry lists (by class name, so
+    this bottom module imports nothing above it); the name itself is checked where it is used."""
+    import collections.abc as abc
+    import os as _os
+    names = {c.__name__ for c in type(value).__mro__}
+    if isinstance(value, abc.Mapping):
+        names.add("Mapping")
+    if hasattr(value, "hbm_bytes_per_core") and hasattr(value, "cores"):
+        names.add("SystemModel")   # a protocol: any class with its figures (TrainiumSystem, GpuSystem)
+    if isinstance(value, _os.PathLike):
+        names.add("PathLike")
+    types = list(rule.get("types", ["str"]))
+    names |= {t for t in types if t.startswith("has:") and hasattr(value, t[4:])}   # duck-typed objects
+    if names & set(types) and not isinstance(value, bool):
+        return value
+    shown = " or ".join(f"an object with .{t[4:]}" if t.startswith("has:") else t for t in types)
+    raise ConfigError(f"{label} must be {shown}, not {type(value).__name__}", rule="option-type",
+                      limit=shown, value=repr(value)[:80], where=where or rule.get("option", name))
+
+
 def _show(v: Any) -> Any:
     """A value for an error's JSON: non-finite floats as text (strict JSON has no NaN)."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -100,6 +123,15 @@ def _range_text(rule: Mapping[str, Any]) -> str:
 
 def _num(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def as_sequence(value: Any) -> Any:
+    """A list of an iterable that is not text or a mapping (a generator, a set), else ``value`` as it is,
+    so a type check can look at it without consuming it."""
+    from collections.abc import Iterable as _It, Mapping as _Map
+    if isinstance(value, (str, bytes, _Map, list, tuple)) or not isinstance(value, _It):
+        return value
+    return list(value)
 
 
 def check_order(names: Iterable[str]) -> list:

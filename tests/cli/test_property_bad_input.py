@@ -246,9 +246,11 @@ API_VALUES = st.one_of(
                      "2", "x", None, True, [], 1e-300]),
     st.integers(min_value=-10 ** 6, max_value=10 ** 6),
     st.floats(allow_nan=True, allow_infinity=True))
-TRAIN_PARAMS = ["nodes", "tp", "pp", "dp", "cp", "ep", "vp", "zero", "seq", "global_batch", "micro_batch"]
+NAMING = ["model", "instance", "precision", "sparsity", "lnc"]   # wrong types must be TrnsimErrors too
+TRAIN_PARAMS = ["nodes", "tp", "pp", "dp", "cp", "ep", "vp", "zero", "seq", "global_batch", "micro_batch",
+                "recompute"] + NAMING
 INFER_PARAMS = ["nodes", "tp", "pp", "ep", "batch", "input_len", "output_len", "rate", "requests", "max_batch",
-                "seed"]
+                "seed"] + NAMING
 # the CLI spelling of each parameter, where the command line has it (estimate train / infer)
 CLI_OPTION = {"nodes": "--nodes", "tp": "--tp", "pp": "--pp", "dp": "--dp", "cp": "--cp", "ep": "--ep",
               "vp": "--vp", "zero": "--zero", "seq": "--seq", "global_batch": "--global-batch",
@@ -262,7 +264,7 @@ def api_calls(draw):
     kind = draw(st.sampled_from(["train", "infer", "workload", "power"]))
     names = {"train": TRAIN_PARAMS, "infer": INFER_PARAMS,
              "workload": ["tokens", "seq", "batch_tokens", "deadline_days", "max_instances", "input_len",
-                          "output_len", "rate", "slo_tpot_ms", "slo_ttft_ms"],
+                          "output_len", "rate", "slo_tpot_ms", "slo_ttft_ms", "task", "precision"],
              "power": ["pue"]}[kind]
     chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
     return kind, {n: draw(API_VALUES) for n in chosen}
@@ -272,11 +274,11 @@ def _call(kind, kw):
     from trnsim.compare.options import make_power, make_workload
     from trnsim.model import estimate_inference, estimate_training
     if kind == "train":
-        return estimate_training("llama-3-8b", "trn1.32xlarge", **{"tp": 8, "dp": None, **kw})
+        return estimate_training(**{"model": "llama-3-8b", "instance": "trn1.32xlarge", "tp": 8, "dp": None, **kw})
     if kind == "infer":
-        return estimate_inference("llama-3-8b", "trn2.48xlarge", **{"requests": 20, **kw})
+        return estimate_inference(**{"model": "llama-3-8b", "instance": "trn2.48xlarge", "requests": 20, **kw})
     if kind == "workload":
-        return make_workload("llama-3-8b", "train", **{"tokens": 1e9, **kw})
+        return make_workload(**{"model": "llama-3-8b", "task": "train", "tokens": 1e9, **kw})
     return make_power(**kw)
 
 
@@ -291,12 +293,15 @@ def _cli_equivalent(kind, kw):
     else:
         argv += ["--requests", "20"]
     for k, v in kw.items():
+        if k not in CLI_OPTION or k in NAMING:
+            return None
         typed = float if k == "rate" else int
         if v is None or isinstance(v, (bool, list, str)) or (typed is int and not isinstance(v, int)):
             return None   # argparse itself refuses these (a usage error), or the option cannot spell them
         if k in ("tp", "requests"):
             argv = [a for i, a in enumerate(argv) if not (a == CLI_OPTION[k] or (i and argv[i - 1] == CLI_OPTION[k]))]
-        argv += [CLI_OPTION[k], repr(v) if isinstance(v, float) else str(v)]
+        # OPTION=VALUE: argparse reads a lone "-1e+16" as an option, not a value
+        argv.append(f"{CLI_OPTION[k]}={repr(v) if isinstance(v, float) else v}")
     return argv
 
 

@@ -17,7 +17,7 @@ def make_workload(model, task: str = "train", tokens: Optional[float] = None, se
                   lora_rank: Optional[int] = None, lora_targets: Optional[str] = None,
                   framework: Optional[str] = None, runs_per_month: float = 0.0) -> Workload:
     """A ``Workload`` from the CLI's units (days for the deadline)."""
-    check_params(tokens=tokens, seq=seq, batch_tokens=batch_tokens, deadline_days=deadline_days,
+    check_params(model=model, task=task, precision=precision, tokens=tokens, seq=seq, batch_tokens=batch_tokens, deadline_days=deadline_days,
                  max_instances=max_instances, input_len=input_len, output_len=output_len, rate=rate,
                  slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms)
     return Workload(model=model, task=task, tokens=tokens, seq=int(seq), batch_tokens=float(batch_tokens),

@@ -53,6 +53,10 @@ def resolve_system(name: str, hardware_file: Optional[str] = None) -> SystemRef:
 
 def parse_systems(text: Optional[str], task: str) -> List[SystemRef]:
     """``"trn2.48xlarge,p5.48xlarge"`` (or the task's default list) -> distinct SystemRefs in order."""
+    from ..checks import check_params
+    check_params(systems=text, task=task)
+    if isinstance(text, (list, tuple)):
+        text = ",".join(str(t) for t in text)
     names: Sequence[str] = [s.strip() for s in text.split(",") if s.strip()] if text else \
         (DEFAULT_TRAIN if task in ("train", "finetune") else DEFAULT_INFER)
     out: List[SystemRef] = []

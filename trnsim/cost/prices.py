@@ -98,7 +98,7 @@ def parse_prices(raw: Mapping, file: str) -> Tuple[List[Price], Dict[Tuple[str, 
 def parse_price_args(items: Iterable[str]) -> Dict[str, float]:
     """``["trn2.48xlarge=20.5", ...]`` (the ``--price`` option) -> ``{"trn2.48xlarge": 20.5}``."""
     out = {}
-    for it in items:
+    for it in items or ():
         name, sep, val = str(it).partition("=")
         if not sep or not name.strip():
             raise PriceError(f"--price takes SYSTEM=USD_PER_HOUR, got {it!r}", limit="SYSTEM=USD_PER_HOUR",

@@ -61,8 +61,9 @@ def estimate_inference(model: Union[str, ModelConfig], instance: Union[str, Syst
     speculative decoding. ``concurrency`` (closed loop: N users), ``rate`` (open loop) or ``scenario`` (MLPerf
     "offline" / "server" under ``ttft_limit_ms`` / ``tpot_limit_ms`` at p99) simulate a request mix."""
     t0 = time.perf_counter()
-    check_params(nodes=nodes, tp=tp, pp=pp, ep=ep, batch=batch, input_len=input_len, output_len=output_len,
-                 rate=rate, requests=requests, max_batch=max_batch, seed=seed, concurrency=concurrency)
+    check_params(model=model, instance=instance, nodes=nodes, tp=tp, pp=pp, ep=ep, lnc=lnc, batch=batch,
+                 input_len=input_len, output_len=output_len, rate=rate, requests=requests, max_batch=max_batch,
+                 seed=seed, concurrency=concurrency, precision=precision, sparsity=sparsity, comm=comm)
     setup = serving or ServingSetup()
     check_setup(setup)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency,

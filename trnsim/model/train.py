@@ -173,8 +173,9 @@ def estimate_training(model: Union[str, ModelConfig], instance: Union[str, Syste
     ``framework`` lays it out (NeuronX Distributed by default on Trainium, Megatron on GPUs: ZeRO-1, sequence parallel,
     selective recompute, each switchable). ``lora_rank`` > 0: LoRA fine-tuning of a frozen base model."""
     t0 = time.perf_counter()
-    check_params(nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero, seq=seq,
-                 global_batch=global_batch, micro_batch=micro_batch)
+    check_params(model=model, instance=instance, nodes=nodes, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, zero=zero,
+                 lnc=lnc, seq=seq, global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
+                 precision=precision, sparsity=sparsity, comm=comm)
     ctx = make_context(model, instance, nodes, lnc, precision, sparsity, costs, comm, hardware_file, efficiency)
     cfg, system = ctx.cfg, ctx.system
     seq = 2048 if seq is None else seq                      # None: not given, the default

@@ -114,7 +114,8 @@ def plan(model: Union[str, ModelConfig], system: str, count: Union[int, Sequence
     dp x micro-batch rounds, scored per ``batch_tokens / seq`` sequences so layouts compare fairly.
     ``framework`` lays memory out as that framework does, ``lora_rank`` searches a LoRA fine-tune."""
     t0 = time.perf_counter()
-    check_params(count=count, seq=seq, global_batch=global_batch, top=top, workers=workers)
+    check_params(model=model, system=system, count=count, seq=seq, global_batch=global_batch, top=top,
+                 workers=workers, precision=precision, objective=objective, sparsity=sparsity, space=space)
     counts = _counts(count)
     seq = _positive("seq", seq)
     batch_seqs = 0.0
