@@ -51,6 +51,14 @@ class Estimate:
     # profile explains the run with these, never with a model rebuilt from defaults
     model: Optional[CostModel] = None
 
+    def __post_init__(self):
+        # an Estimate built by hand (not by ``estimate``) gets the catalog's chip and default
+        # rules here, once, so every reader finds ``chip`` and ``model`` set
+        if self.chip is None and self.cores:
+            self.chip = load_catalog().chip_for(self.target)
+        if self.model is None and self.cores:
+            self.model = CostModel(self.cores[0].spec, self.chip, lnc=len(self.cores))
+
     @property
     def latency_ns(self) -> float:
         """Latency of the run: the slowest core."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...timing.costs import CostModel
 from ...timing.estimate import Estimate
 from ...timing.figures import RunFigures
 from ..verdict import bottleneck, with_roofline
@@ -19,26 +18,18 @@ PATH_LIMIT = 5000
 OCCUPANCY_POINTS = 4000
 
 
-def _chip(est: Estimate):
-    chip = getattr(est, "chip", None)
-    if chip is None:
-        from ...hardware import load_catalog
-        chip = load_catalog().chip_for(est.target)
-    return chip
-
-
 def analyze(est: Estimate, top: int = 20, path_limit: int = PATH_LIMIT,
             occupancy_points: int = OCCUPANCY_POINTS, figures: Optional[RunFigures] = None) -> dict:
     """JSON-ready explanation of a run (the slowest core; 'core' says which). ``figures``: the
     run's ``est.figures()`` when the caller has them (saves a pass over the timelines)."""
     core = max(est.cores, key=lambda c: c.latency_ns)
     tl, trace, spec = core.timeline, core.trace, core.spec
-    chip = _chip(est)
+    chip = est.chip
     tab = build(trace)
     b = stalls.binding(tl, spec.timing.sync.cross_engine_ns)
     st = stalls.stalls(tab, tl, b, top)
     path, path_len = stalls.critical_path(tab, tl, b, path_limit)
-    model = est.model or CostModel(spec, chip, lnc=len(est.cores))   # the run's own rules
+    model = est.model   # the run's own rules (hardware file, engine policy, stream order)
     sol = roofline.speed_of_light(tl, spec, chip)
     out = {
         "core": core.core,
