@@ -95,6 +95,7 @@ def main():
     from trnsim.profile.html import write_html
     from trnsim.profile.insight import analyze
     from trnsim.profile.perfetto import write_perfetto
+    from trnsim.profile.summary import summarize
     r = {}
     t = time.perf_counter()
     est = long_kernel(args.reps)
@@ -105,7 +106,7 @@ def main():
     a = analyze(est)
     r["analysis_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    summ = est.summary()         # the terminal summary the CLI prints anyway; the page reuses it
+    summ = summarize(est, analysis=a)   # the terminal summary the CLI prints anyway; the page reuses it
     r["summary_s"] = round(time.perf_counter() - t, 2)
     page = os.path.join(args.out, "profile_long.html")
     t = time.perf_counter()

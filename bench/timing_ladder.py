@@ -37,6 +37,7 @@ def run(size=(4096, 8192, 8192), progress=None):
     import ml_dtypes
     import numpy as np
     from trnsim.options import Options
+    from trnsim.profile.summary import summarize
     from trnsim.timing import estimate_run
     from ladder_kernels import TRN1_LADDER
     M, K, N = size
@@ -48,7 +49,7 @@ def run(size=(4096, 8192, 8192), progress=None):
     for name, kern, (lat_id, hfu_id) in TRN1_LADDER:
         t0 = time.perf_counter()
         est = estimate_run(kern.run(a, b, options=opts))
-        s = est.summary()
+        s = summarize(est).to_dict()
         row = {"kernel": name, "pred_latency_ms": s["latency_us"] / 1e3, "pred_hfu_pct": 100 * s["hfu"],
                "instructions": s["instructions"], "bottleneck": s["bottleneck"],
                "sim_seconds": round(time.perf_counter() - t0, 2)}
@@ -86,7 +87,7 @@ def run(size=(4096, 8192, 8192), progress=None):
     for name, kern, ids in TRN2_LADDER:
         t0 = time.perf_counter()
         est = estimate_run(kern.run(a32, b32, options=opts2))
-        s = est.summary()
+        s = summarize(est).to_dict()
         eng = s["engines"]
         pred = {"dma": 100 * eng["DMA (any queue)"], "tensor": 100 * eng["Tensor"],
                 "vector": 100 * eng["Vector"]}

@@ -3,7 +3,7 @@
     k = load_kernel("my_kernel.py::matmul")                  # imported with the NKI shims active
     inputs = make_inputs(["a=4096x8192:bf16", "b=8192x8192:bf16"])
     est = time_kernel(k, **inputs, target="trn1")            # run + timing model -> Estimate
-    print(est.latency_us, est.summary()["bottleneck"])
+    print(est.latency_us, summarize(est).bottleneck)         # figures + the profile's verdict
     tr = trace(k, **inputs)                                  # the instruction trace of core 0
     costs = op_costs("trn2")                                 # per-op costs for the model layer
     e = estimate_training("llama-3-8b", "trn2.48xlarge", tp=8, costs="simulated")
@@ -25,8 +25,8 @@ from .ir.trace import Trace
 from .options import Options
 
 __all__ = ["trace", "trace_all", "load_kernel", "make_inputs", "bind_inputs", "kernel_of",
-           "time_kernel", "parse_shape_dtype", "op_costs", "simulated_costs", "estimate_training",
-           "estimate_inference", "plan", "compare"]
+           "time_kernel", "summarize", "parse_shape_dtype", "op_costs", "simulated_costs",
+           "estimate_training", "estimate_inference", "plan", "compare"]
 
 
 def trace(kernel: Any, *args, **kwargs) -> Trace:
@@ -388,11 +388,20 @@ def compare(model, systems: Optional[Sequence[str]] = None, task: str = "train",
 
 
 # ------------------------------------------------------------------------------ profile
-def profile(est, top: int = 20, summary: Optional[dict] = None) -> dict:
+def profile(est, top: int = 20, figures: Any = None) -> dict:
     """What the profile explains about an Estimate (hotspots, stalls, critical path, DMA detail,
-    speed of light, memory over time, verdict): ``trnsim.profile.insight.analyze``."""
+    speed of light, memory over time, verdict): ``trnsim.profile.insight.analyze``; ``figures``:
+    ``est.figures()`` when the caller has them."""
     from .profile.insight import analyze
-    return analyze(est, top=top, summary=summary)
+    return analyze(est, top=top, figures=figures)
+
+
+def summarize(est, analysis: Optional[dict] = None, figures: Any = None):
+    """What ``trnsim kernel`` prints about an Estimate: a ``KernelSummary`` record (its ``figures``
+    and the profile's ``bottleneck`` verdict, told what engines wait on when ``analysis`` is
+    ``profile(est)``); ``.to_dict()`` is the JSON summary."""
+    from .profile.summary import summarize as summ
+    return summ(est, analysis=analysis, figures=figures)
 
 
 def compare_targets(kernel: Any, *args, targets: Sequence[str], options: Optional[Options] = None,
@@ -412,7 +421,8 @@ def compare_targets(kernel: Any, *args, targets: Sequence[str], options: Optiona
     return out
 
 
-def compare_figures(ests: Dict[str, Any]) -> dict:
-    """The per-target figures of ``compare_targets`` side by side (JSON-ready)."""
+def compare_figures(ests: Dict[str, Any], analyses: Optional[Dict[str, dict]] = None):
+    """The per-target figures of ``compare_targets`` side by side: a ``TargetComparison`` record
+    (``.to_dict()`` for JSON); ``analyses``: per target, ``profile(est)``, whose verdicts it shows."""
     from .profile.insight.targets import side_by_side
-    return side_by_side(ests)
+    return side_by_side(ests, analyses)

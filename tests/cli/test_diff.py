@@ -36,29 +36,29 @@ def test_diff_runs_against_hand_counts(runs):
     a_path, b_path, _ = runs
     a, b = json.load(open(a_path)), json.load(open(b_path))
     d = diff_runs(a, b)
-    lat = d["latency_us"]
-    assert lat["a"] == a["latency_us"] and lat["b"] == b["latency_us"]
-    assert lat["delta"] == pytest.approx(b["latency_us"] - a["latency_us"])
-    assert d["speedup"] == pytest.approx(a["latency_us"] / b["latency_us"])
-    assert d["figures"]["instructions"]["a"] == 6 and d["figures"]["instructions"]["b"] == 12
-    rows = {r["key"]: r for r in d["hotspots"]["by_line"]}
+    lat = d.latency_us
+    assert lat.a == a["latency_us"] and lat.b == b["latency_us"]
+    assert lat.delta == pytest.approx(b["latency_us"] - a["latency_us"])
+    assert d.speedup == pytest.approx(a["latency_us"] / b["latency_us"])
+    assert d.figures["instructions"].a == 6 and d.figures["instructions"].b == 12
+    rows = {r.key: r for r in d.by_line}
     exp = rows[f"actk.py:{EXP_LINE}"]
-    assert exp["instructions"]["a"] == 2 and exp["instructions"]["b"] == 4
-    assert exp["instructions"]["delta"] == 2 and exp["code"] == "e = nl.exp(t)"
-    ops = {tuple(r["key"]): r for r in d["hotspots"]["by_opcode"]}
-    assert ops[("dma_copy", "DMA")]["instructions"]["delta"] == 4     # 2 more loads and stores
-    v = d["engines"]["Scalar"]
-    assert v["delta"] == pytest.approx(b["engines"]["Scalar"] - a["engines"]["Scalar"])
+    assert exp.instructions.a == 2 and exp.instructions.b == 4
+    assert exp.instructions.delta == 2 and exp.code == "e = nl.exp(t)"
+    ops = {r.key: r for r in d.by_opcode}
+    assert ops[("dma_copy", "DMA")].instructions.delta == 4     # 2 more loads and stores
+    v = d.engines["Scalar"]
+    assert v.delta == pytest.approx(b["engines"]["Scalar"] - a["engines"]["Scalar"])
     # largest change first
-    deltas = [abs(r["time_ns"]["delta"]) for r in d["hotspots"]["by_line"]]
+    deltas = [abs(r.time_ns.delta) for r in d.by_line]
     assert deltas == sorted(deltas, reverse=True)
 
 
 def test_diff_of_a_run_with_itself_is_zero(runs):
     a = json.load(open(runs[0]))
     d = diff_runs(a, a)
-    assert d["latency_us"]["delta"] == 0 and d["speedup"] == 1
-    assert all(r["time_ns"]["delta"] == 0 for r in d["hotspots"]["by_line"])
+    assert d.latency_us.delta == 0 and d.speedup == 1
+    assert all(r.time_ns.delta == 0 for r in d.by_line)
 
 
 def test_diff_cli_table_and_json(capsys, runs):

@@ -90,3 +90,13 @@ def test_single_run_terminal_summary_has_the_profile_tables(capsys, kfile):
                   "on-chip memory over time"):
         assert title in out
     assert "e = nl.exp(t)" in out and "Tensor engine waits" not in out
+
+
+def test_hotspot_ties_list_in_program_order(capsys, kfile):
+    # the load (line 7) and the store (line 9) move the same bytes the same number of times:
+    # equal time and count on trn1, so they list in source order on every run
+    rc, out = _run(capsys, ["kernel", f"{kfile}::act", *ARGS, "--target", "trn1", "--json"])
+    rows = json.loads(out)["profile"]["hotspots"]["by_line"]
+    tied = [r["source"] for r in rows
+            if (r["time_ns"], r["instructions"]) == (rows[0]["time_ns"], rows[0]["instructions"])]
+    assert tied == ["actk.py:7", "actk.py:9"]

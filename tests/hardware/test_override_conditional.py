@@ -83,7 +83,7 @@ def _trace(core, probe, args):
 
 def _signature(tr, target, hw):
     est = estimate(tr, target, hw)
-    s = est.summary()
+    s = est.figures().to_dict()
     # hfu too: the double_row / MX speedups weigh a pass's FLOPs (utilization), not its duration
     return (round(est.latency_ns, 6), round(s["hfu"], 9)) + tuple(
         round(v * est.latency_ns, 6) for _, v in sorted(s["engines"].items()))

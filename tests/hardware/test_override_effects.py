@@ -76,7 +76,7 @@ def _signature(traces, hw):
     for tr in traces:
         for policy in (None, "fixed"):
             est = estimate(tr, "trn2", hw, engine_policy=policy)
-            s = est.summary()
+            s = est.figures().to_dict()
             out.append((round(est.latency_ns, 6),) + tuple(round(v * est.latency_ns, 6)
                                                           for k, v in sorted(s["engines"].items())))
     return out

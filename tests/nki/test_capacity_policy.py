@@ -90,7 +90,7 @@ def test_spill_stores_and_reloads_follow_the_fewest_reloads_rule():
     deps = dependencies(tr)
     assert 7 in deps[8] and 9 in deps[10]
     est = estimate_run(r)
-    assert est.summary()["hbm_bytes"] >= 4 * 128 * 65536 + 5 * 128 * 65536
+    assert est.figures().hbm_bytes >= 4 * 128 * 65536 + 5 * 128 * 65536
 
 
 LEGACY_FOUR_TILES = '''

@@ -289,10 +289,10 @@ def test_spills_without_overflow_are_in_the_summary_and_the_cli(tmp_path):
     run = mod.held.run(x, w, w, options=Options(target="trn2", timing_only=True,
                                                  hardware_file=str(hw)))
     spill_dmas = [ins for ins in run.traces[0] if ins.attr("spill")]
-    s = estimate(run.traces, "trn2").summary()
-    assert s["sbuf_spill_dmas"] == len(spill_dmas) == 2
-    assert s["sbuf_spill_traffic_bytes"] == 2 * 128 * 49152
-    assert s["sbuf_spill_cause"] == "loop_buffers"
+    f = estimate(run.traces, "trn2").figures()
+    assert f.sbuf_spill_dmas == len(spill_dmas) == 2
+    assert f.sbuf_spill_traffic_bytes == 2 * 128 * 49152
+    assert f.sbuf_spill_cause == "loop_buffers"
     args = ["kernel", f"{k}::held", "--arg", "x=3x128x12288:float32", "--arg",
             "w1=128x12288:float32", "--arg", "w2=128x12288:float32", "--timing-only",
             "--target", "trn2"]

@@ -3,6 +3,7 @@ stall attribution on a two-engine ping-pong, the critical path, occupancy agains
 tiles, the speed-of-light hand formula and the verdict of a kernel without matmul. Times are
 checked against the Timeline with plain loops written here; counts, bytes and sizes by hand."""
 import inspect
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -18,6 +19,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 from trnsim.hardware import load_catalog  # noqa: E402
 from trnsim.options import Options  # noqa: E402
 from trnsim.profile.insight import analyze  # noqa: E402
+from trnsim.profile.verdict import bottleneck  # noqa: E402
 from trnsim.timing import estimate_run  # noqa: E402
 
 P, F = 128, 512          # one fp32 tile: 128 partitions x 2048 B
@@ -276,7 +278,7 @@ def test_occupancy_matches_hand_sized_tiles():
     occ = r["occupancy"]["sbuf"]
     tile = F * 4                                   # 2048 B per partition each
     # x and y are both live at the add; z takes the space they free after it
-    assert occ["peak"] == 2 * tile == est.summary()["sbuf_peak_bytes_per_partition"]
+    assert occ["peak"] == 2 * tile == est.figures().sbuf_peak_bytes_per_partition
     assert occ["bytes_per_partition"][0] == 0 and occ["bytes_per_partition"][-1] == 0
     assert set(occ["bytes_per_partition"]) == {0, tile, 2 * tile}
     level_at = dict(zip(occ["t_ns"], occ["bytes_per_partition"]))
@@ -318,8 +320,8 @@ def test_psum_occupancy_and_speed_of_light_hand_formula():
 
 def test_verdict_of_a_kernel_without_matmul(tiles, pingpong):
     for est, r in (tiles, pingpong):
-        assert est.summary()["engines"]["Tensor"] == 0
-        for line in (est.verdict(), r["verdict"]):
+        assert est.figures().engines["Tensor"] == 0
+        for line in (bottleneck(est.figures()), r["verdict"]):
             assert "Tensor engine waits" not in line
         if not r["verdict"].startswith("latency-bound"):
             assert "no matmul" in r["verdict"]
@@ -327,8 +329,9 @@ def test_verdict_of_a_kernel_without_matmul(tiles, pingpong):
     # the chain's compute engines wait on each other: the verdict names what the busiest waits on
     busiest = max(("Vector", "Scalar"), key=lambda k: r["stalls"][k]["busy_ns"])  # DMA may lead
     other = {"Vector": "Scalar", "Scalar": "Vector"}[busiest]
-    v = est.verdict({"Vector": 0.6, "Scalar": 0.3, "Tensor": 0.0, "DMA (any queue)": 0.1},
-                    {k: s["waiting_on"] for k, s in r["stalls"].items()})
+    shares = {"Vector": 0.6, "Scalar": 0.3, "Tensor": 0.0, "DMA (any queue)": 0.1}
+    v = bottleneck(replace(est.figures(), engines=shares),
+                   {k: s["waiting_on"] for k, s in r["stalls"].items()})
     assert v.startswith("Vector-bound") and "no matmul" in v and "Tensor engine" not in v
     assert "its idle time is spent mostly waiting on Scalar" in v   # Vector waits on Scalar
     assert other in r["verdict"] or "DMA" in r["verdict"] or r["verdict"].startswith("latency")
@@ -339,7 +342,8 @@ def test_verdict_with_matmul_still_names_the_tensor_engine():
     b = np.ones((128, 512), ml_dtypes.bfloat16)
     est = _est(one_matmul, a, b)
     shares = {"Tensor": 0.2, "Vector": 0.1, "DMA (any queue)": 0.9, "DMA (mean of queues)": 0.8}
-    assert est.verdict(shares).endswith("while the Tensor engine waits 80%")
+    assert bottleneck(replace(est.figures(), engines=shares)).endswith(
+        "while the Tensor engine waits 80%")
 
 
 def test_the_profile_explains_the_run_with_its_own_hardware_file(tmp_path):

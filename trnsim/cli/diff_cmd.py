@@ -39,50 +39,47 @@ def run(args) -> int:
     d = diff_runs(a, b, top=args.top)
     if args.json:
         from .output import print_json
-        print_json(d)
+        print_json(d.to_dict())
         return 0
     from rich.markup import escape
 
     from .kernel_view import DISPLAY, pct
     from .output import console, table
     con = console()
-    name = lambda r: escape(f"{r['kernel']} on {r['target']}")  # noqa: E731
-    f = d["figures"]
-    rows = [("latency", f"{f['latency_us']['a']:,.3f} us", f"{f['latency_us']['b']:,.3f} us",
-             _signed(f["latency_us"]["delta"], " us") +
-             _speed(d["speedup"]))]
+    name = lambda r: escape(f"{r.kernel} on {r.target}")  # noqa: E731
+    f = d.figures
+    rows = [("latency", f"{d.latency_us.a:,.3f} us", f"{d.latency_us.b:,.3f} us",
+             _signed(d.latency_us.delta, " us") + _speed(d.speedup))]
     if "instructions" in f:
-        rows.append(("instructions", f"{int(f['instructions']['a']):,}",
-                     f"{int(f['instructions']['b']):,}", f"{int(f['instructions']['delta']):+,}"))
+        n = f["instructions"]
+        rows.append(("instructions", f"{int(n.a):,}", f"{int(n.b):,}", f"{int(n.delta):+,}"))
     if "hbm_gbps" in f:
-        rows.append(("HBM bandwidth", f"{f['hbm_gbps']['a']:,.1f} GB/s", f"{f['hbm_gbps']['b']:,.1f} GB/s",
-                     _signed(f["hbm_gbps"]["delta"], " GB/s", 1)))
+        g = f["hbm_gbps"]
+        rows.append(("HBM bandwidth", f"{g.a:,.1f} GB/s", f"{g.b:,.1f} GB/s",
+                     _signed(g.delta, " GB/s", 1)))
     if "hfu" in f:
-        rows.append(("HFU", pct(f["hfu"]["a"]), pct(f["hfu"]["b"]),
-                     _signed(100 * f["hfu"]["delta"], " pt", 1)))
-    for k, v in d["engines"].items():
-        rows.append((f"{DISPLAY.get(k, k)} busy", pct(v["a"]), pct(v["b"]),
-                     _signed(100 * v["delta"], " pt", 1)))
-    con.print(table(f"A = {name(d['a'])} ({escape(args.a)}), B = {name(d['b'])} ({escape(args.b)})",
+        h = f["hfu"]
+        rows.append(("HFU", pct(h.a), pct(h.b), _signed(100 * h.delta, " pt", 1)))
+    for k, v in d.engines.items():
+        rows.append((f"{DISPLAY.get(k, k)} busy", pct(v.a), pct(v.b), _signed(100 * v.delta, " pt", 1)))
+    con.print(table(f"A = {name(d.a)} ({escape(args.a)}), B = {name(d.b)} ({escape(args.b)})",
                     ["figure", "A", "B", "B - A"], rows))
-    hl = d["hotspots"]["by_line"]
-    if hl:
+    if d.by_line:
         con.print(table("hotspots by source line (largest change first)",
                         ["line", "code", "A time", "B time", "B - A", "A instr", "B instr"],
-                        [(escape(r["key"]), escape((r.get("code") or "")[:50]),
-                          f"{r['time_ns']['a'] / 1e3:,.3f} us", f"{r['time_ns']['b'] / 1e3:,.3f} us",
-                          _signed(r["time_ns"]["delta"] / 1e3, " us"),
-                          f"{int(r['instructions']['a']):,}", f"{int(r['instructions']['b']):,}")
-                         for r in hl]))
-    ho = d["hotspots"]["by_opcode"]
-    if ho:
+                        [(escape(r.key), escape((r.code or "")[:50]), *_times(r)) for r in d.by_line]))
+    if d.by_opcode:
         con.print(table("per opcode (largest change first)",
                         ["opcode", "engine", "A time", "B time", "B - A", "A instr", "B instr"],
-                        [(r["key"][0], DISPLAY.get(r["key"][1], r["key"][1]),
-                          f"{r['time_ns']['a'] / 1e3:,.3f} us", f"{r['time_ns']['b'] / 1e3:,.3f} us",
-                          _signed(r["time_ns"]["delta"] / 1e3, " us"),
-                          f"{int(r['instructions']['a']):,}", f"{int(r['instructions']['b']):,}")
-                         for r in ho]))
-    con.print(f"A: {escape(str(d['verdict']['a']))}")
-    con.print(f"B: {escape(str(d['verdict']['b']))}")
+                        [(r.key[0], DISPLAY.get(r.key[1], r.key[1]), *_times(r))
+                         for r in d.by_opcode]))
+    con.print(f"A: {escape(str(d.verdict_a))}")
+    con.print(f"B: {escape(str(d.verdict_b))}")
     return 0
+
+
+def _times(r) -> tuple:
+    """A hotspot row's A time, B time, change and instruction counts, as printed."""
+    t, n = r.time_ns, r.instructions
+    return (f"{t.a / 1e3:,.3f} us", f"{t.b / 1e3:,.3f} us", _signed(t.delta / 1e3, " us"),
+            f"{int(n.a):,}", f"{int(n.b):,}")

@@ -132,12 +132,12 @@ def run(args) -> int:
     with Spinner(not args.json), time_limit(args.timeout, f"kernel {args.target_spec}"):
         est = api.time_kernel(k, *pos, options=opts, **kw)
     est.sim_seconds = time.perf_counter() - t0
-    s = est.summary()
+    fig = est.figures()
     # one analysis for the terminal, --json and the renderers (the HTML wants 20 rows at least)
     top = args.top if args.top is not None and args.json else max(_top(args), 20)
     with Spinner(not args.json, "analysing the profile"):
-        prof = api.profile(est, top=top, summary=s)
-    s["bottleneck"] = prof["verdict"]
+        prof = api.profile(est, top=top, figures=fig)
+    s = api.summarize(est, analysis=prof, figures=fig)
     trace_note = ""
     if args.trace:
         from ..profile.perfetto import shown, write_perfetto
@@ -154,12 +154,12 @@ def run(args) -> int:
         from ..profile.parquet import write_parquet
         with Spinner(not args.json, "writing Parquet tables"):
             write_parquet(est, args.parquet)
-    s["profile"] = prof
+    doc = {**s.to_dict(), "profile": prof}
     if args.save:
-        _save(args.save, s)
+        _save(args.save, doc)
     if args.json:
         from .output import print_json
-        print_json(s)
+        print_json(doc)
         return 0
     _print_summary(args, est, s, prof)
     for p in (args.trace, args.html, args.parquet, args.save):
@@ -188,23 +188,24 @@ def con_print(text: str) -> None:
 def _print_summary(args, est, s, prof) -> None:
     from . import kernel_view as kv
     from .output import console, table
-    rows = [("latency", f"{s['latency_us']:,.3f} us"), ("instructions", f"{s['instructions']:,}"),
-            ("HFU (hardware FLOPs utilization)", f"{100 * s['hfu']:.2f} %"),
-            ("HBM bytes", f"{s['hbm_bytes']:,}"), ("HBM bandwidth", f"{s['hbm_gbps']:.1f} GB/s"),
+    f = s.figures
+    rows = [("latency", f"{f.latency_us:,.3f} us"), ("instructions", f"{f.instructions:,}"),
+            ("HFU (hardware FLOPs utilization)", f"{100 * f.hfu:.2f} %"),
+            ("HBM bytes", f"{f.hbm_bytes:,}"), ("HBM bandwidth", f"{f.hbm_gbps:.1f} GB/s"),
             *kv.speed_rows(prof["speed_of_light"]),
-            ("PE throttled", f"{s['pe_throttled_us']} us"),
-            ("SBUF peak per partition", f"{s['sbuf_peak_bytes_per_partition'] / 1024:.1f} KiB"
-             + (f" (over capacity by {s['sbuf_spill_bytes_per_partition'] / 1024:.1f} KiB)"
-                if s["sbuf_spill_bytes_per_partition"] else "")),
-            *([("SBUF spills", f"{s['sbuf_spill_dmas']:,} DMAs, "
-                f"{s['sbuf_spill_traffic_bytes'] / 2**20:,.1f} MiB, timed as DMAs "
-                f"({s['sbuf_spill_cause']})")] if s["sbuf_spill_dmas"] else []),
+            ("PE throttled", f"{f.pe_throttled_us} us"),
+            ("SBUF peak per partition", f"{f.sbuf_peak_bytes_per_partition / 1024:.1f} KiB"
+             + (f" (over capacity by {f.sbuf_spill_bytes_per_partition / 1024:.1f} KiB)"
+                if f.sbuf_spill_bytes_per_partition else "")),
+            *([("SBUF spills", f"{f.sbuf_spill_dmas:,} DMAs, "
+                f"{f.sbuf_spill_traffic_bytes / 2**20:,.1f} MiB, timed as DMAs "
+                f"({f.sbuf_spill_cause})")] if f.sbuf_spill_dmas else []),
             ("trnsim wall time", f"{est.sim_seconds:.2f} s")]
     con = console()
-    con.print(table(f"{s['kernel']} on {s['target']}", ["figure", "value"], rows))
+    con.print(table(f"{f.kernel} on {f.target}", ["figure", "value"], rows))
     con.print(table(f"engine busy share (core {prof['core']})",
                     ["engine", "busy", "idle time waits on (share of the run)"],
-                    kv.engine_rows(s, prof)))
+                    kv.engine_rows(f.engines, prof)))
     top = args.top or 10
     con.print(kv.hotspot_table(prof, top))
     con.print(kv.opcode_table(prof, top))
@@ -212,7 +213,7 @@ def _print_summary(args, est, s, prof) -> None:
     if args.detail:
         for t in kv.detail_tables(prof, top):
             con.print(t)
-    con.print(f"[bold]{s['bottleneck']}[/]")
+    con.print(f"[bold]{s.bottleneck}[/]")
 
 
 def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
@@ -222,13 +223,12 @@ def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
         ests = api.compare_targets(k, *pos, targets=targets, options=opts, **kw)
     for e in ests.values():
         e.sim_seconds = (time.perf_counter() - t0) / len(ests)
-    cmp = api.compare_figures(ests)
     with Spinner(not args.json, "analysing the profiles"):
         profs = {t: api.profile(e, top=_top(args)) for t, e in ests.items()}
-    doc = dict(cmp)
+    cmp = api.compare_figures(ests, profs)
+    doc = cmp.to_dict()
     for t, e in ests.items():
-        doc["targets"][t]["verdict"] = profs[t]["verdict"]
-        doc["targets"][t]["summary"] = {**e.summary(), "bottleneck": profs[t]["verdict"]}
+        doc["targets"][t]["summary"] = api.summarize(e, analysis=profs[t]).to_dict()
         doc["targets"][t]["profile"] = profs[t]
     if args.save:
         _save(args.save, doc)
@@ -241,13 +241,7 @@ def _run_targets(args, api, k, pos, kw, opts, targets) -> int:
     con = console()
     con.print(kv.targets_table(cmp))
     for t in ests:
-        con.print(f"[bold]{t}[/]: {profs[t]['verdict']}")
+        con.print(f"[bold]{t}[/]: {cmp.targets[t].verdict}")
     if args.save:
         con.print(f"wrote {args.save}")
-    return 0
-    from . import kernel_view as kv
-    from .output import console
-    console().print(kv.targets_table(cmp))
-    if args.save:
-        con_print(f"wrote {args.save}")
     return 0

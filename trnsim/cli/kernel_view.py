@@ -2,7 +2,7 @@
 detail (from ``trnsim.profile.insight.analyze``), and the side-by-side table of several targets."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from rich.markup import escape
 
@@ -42,11 +42,12 @@ def speed_rows(sol: dict) -> List[tuple]:
     return rows
 
 
-def engine_rows(summary: dict, prof: dict) -> List[tuple]:
-    """Busy share per engine, and what each compute engine's idle time waits on most."""
+def engine_rows(engines: Dict[str, float], prof: dict) -> List[tuple]:
+    """Busy share per engine (``RunFigures.engines``), and what each compute engine's idle time
+    waits on most."""
     lat = prof["latency_ns"] or 1.0
     rows = []
-    for k, v in summary["engines"].items():
+    for k, v in engines.items():
         if k.startswith("DMA:q"):
             continue
         st = prof["stalls"].get("DMA" if k == "DMA (any queue)" else k)
@@ -55,7 +56,7 @@ def engine_rows(summary: dict, prof: dict) -> List[tuple]:
             waits = [(w, t) for w, t in st["waiting_on"].items() if w != "after its last instruction"]
             why = ", ".join(f"{DISPLAY.get(w, w)} {pct(t / lat)}" for w, t in waits[:3])
         rows.append((DISPLAY.get(k, k), pct(v), why))
-    qs = [v for k, v in summary["engines"].items() if k.startswith("DMA:q")]
+    qs = [v for k, v in engines.items() if k.startswith("DMA:q")]
     if qs:
         rows.append(("DMA queues (min / max)", f"{pct(min(qs))} / {pct(max(qs))}", ""))
     return rows
@@ -117,20 +118,20 @@ def detail_tables(prof: dict, top: int) -> list:
     return out
 
 
-def targets_table(cmp: dict):
-    """Several targets side by side: latency, speed-up, engine shares, HFU, HBM GB/s (the
-    verdicts, long lines, are printed under it)."""
-    ts = list(cmp["targets"])
-    rows = [("latency", *[f"{cmp['targets'][t]['latency_us']:,.3f} us" for t in ts]),
-            (f"speed-up vs {ts[0]}", *[f"{cmp['targets'][t]['speedup_vs_first']:.2f}x" for t in ts])]
+def targets_table(cmp):
+    """Several targets side by side (a ``TargetComparison``): latency, speed-up, engine shares,
+    HFU, HBM GB/s (the verdicts, long lines, are printed under it)."""
+    ts = list(cmp.targets)
+    rows_of = [cmp.targets[t] for t in ts]
+    rows = [("latency", *[f"{r.latency_us:,.3f} us" for r in rows_of]),
+            (f"speed-up vs {ts[0]}", *[f"{r.speedup_vs_first:.2f}x" for r in rows_of])]
     engines = []
-    for t in ts:
-        for k in cmp["targets"][t]["engines"]:
+    for r in rows_of:
+        for k in r.engines:
             if k not in engines:
                 engines.append(k)
     for k in engines:
-        rows.append((DISPLAY.get(k, k) + " busy",
-                     *[pct(cmp["targets"][t]["engines"].get(k, 0.0)) for t in ts]))
-    rows += [("HFU", *[pct(cmp["targets"][t]["hfu"]) for t in ts]),
-             ("HBM bandwidth", *[f"{cmp['targets'][t]['hbm_gbps']:,.1f} GB/s" for t in ts])]
-    return table(f"{cmp['kernel']} on {', '.join(ts)}", ["figure", *ts], rows)
+        rows.append((DISPLAY.get(k, k) + " busy", *[pct(r.engines.get(k, 0.0)) for r in rows_of]))
+    rows += [("HFU", *[pct(r.hfu) for r in rows_of]),
+             ("HBM bandwidth", *[f"{r.hbm_gbps:,.1f} GB/s" for r in rows_of])]
+    return table(f"{cmp.kernel} on {', '.join(ts)}", ["figure", *ts], rows)

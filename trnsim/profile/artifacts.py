@@ -9,6 +9,7 @@ from ..outputs import atomic_output, dumps_strict
 from ..timing import estimate_run
 from .html import write_html
 from .perfetto import write_perfetto
+from .summary import summarize
 
 
 def write_profile_artifacts(run, working_directory: str, opts: dict) -> dict:
@@ -26,5 +27,5 @@ def write_profile_artifacts(run, working_directory: str, opts: dict) -> dict:
     write_html(est, paths["html"])
     os.makedirs(os.path.dirname(paths["summary"]), exist_ok=True)
     with atomic_output(paths["summary"]) as f:
-        f.write(dumps_strict(est.summary(), default=str, indent=2))
+        f.write(dumps_strict(summarize(est).to_dict(), default=str, indent=2))
     return paths

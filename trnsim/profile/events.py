@@ -123,12 +123,9 @@ def dma_columns(est: Estimate, core: int, analysis: Optional[dict] = None) -> Di
     nbytes = np.zeros(len(c.trace), np.int64)
     contig = np.zeros(len(c.trace), np.int64)
     eff = np.zeros(len(c.trace), np.float64)
-    model = None
+    model = est.model   # the rules that timed the run (hardware file, engine policy, stream order)
 
     def cost(instruction):
-        nonlocal model
-        if model is None:
-            model = _cost_model(est, c)
         try:
             d = model.dma(instruction)
         except (TrnsimError, KeyError, IndexError, ValueError):  # e.g. a collective without links
@@ -182,15 +179,6 @@ def instruction_columns(trace):
         op[base:base + len(body) * reps] = np.tile(o, reps)
         sc[base:base + len(body) * reps] = np.tile(s, reps)
     return op, sc, list(names), list(srcs)
-
-
-def _cost_model(est: Estimate, c):
-    # the estimate's own rules (its hardware file, engine policy and stream order) when it has them
-    if getattr(est, "model", None) is not None:
-        return est.model
-    from ..hardware import load_catalog
-    from ..timing.costs import CostModel
-    return CostModel(c.spec, load_catalog().chip_for(est.target), lnc=len(est.cores))
 
 
 def dma_args(cols: Dict[str, np.ndarray], k: int, queue: int) -> Dict[str, object]:

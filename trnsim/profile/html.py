@@ -22,6 +22,8 @@ import numpy as np
 from ..outputs import write_text
 from ..ir.engines import ENGINE_CODE
 from ..timing.estimate import Estimate
+from ..timing.figures import RunFigures
+from .summary import KernelSummary, summarize
 from .events import (TRACK_ORDER, _detail, analyses, dma_columns, engine_display,
                      instruction_columns)
 from .html_sections import all_sections, pct
@@ -168,14 +170,14 @@ __SECTIONS__
 """
 
 
-def _summary(est: Estimate, s: dict) -> str:
+def _summary(f: RunFigures) -> str:
     from .html_sections import table
-    rows = [("target", s["target"]), ("latency", f"{s['latency_us']:,.3f} µs"),
-            ("instructions", f"{s['instructions']:,}"), ("HFU", pct(s["hfu"])),
-            ("HBM bytes", f"{s['hbm_bytes']:,}"), ("HBM bandwidth", f"{s['hbm_gbps']:.1f} GB/s"),
-            ("PE throttled", f"{s['pe_throttled_us']} µs"), ("trnsim wall time", f"{s['sim_seconds']} s")]
+    rows = [("target", f.target), ("latency", f"{f.latency_us:,.3f} µs"),
+            ("instructions", f"{f.instructions:,}"), ("HFU", pct(f.hfu)),
+            ("HBM bytes", f"{f.hbm_bytes:,}"), ("HBM bandwidth", f"{f.hbm_gbps:.1f} GB/s"),
+            ("PE throttled", f"{f.pe_throttled_us} µs"), ("trnsim wall time", f"{f.sim_seconds} s")]
     busy = []
-    for k, v in s["engines"].items():
+    for k, v in f.engines.items():
         if k.startswith("DMA:q"):
             continue
         busy.append(f"<tr><td>{html.escape(engine_display(k))}</td><td class=num>{pct(v)}</td>"
@@ -195,26 +197,26 @@ def _memnote(found: Dict[int, dict]) -> str:
 
 
 def render_html(est: Estimate, title: str = "", analysis: Any = None,
-                summary: Optional[dict] = None) -> str:
+                summary: Optional[KernelSummary] = None) -> str:
     """A self-contained HTML report (no network access needed to view it); ``analysis``: the
     ``insight.analyze`` dict (None computes it, False leaves the explaining sections out);
-    ``summary``: ``est.summary()`` when the caller has it already (it walks every instruction)."""
+    ``summary``: ``summarize(est)`` when the caller has it already (it walks every timeline)."""
     found = analyses(est, analysis)
     meta, blob = report_data(est, list(found.values()) or False)
-    s = summary or est.summary()
+    s = summary if summary is not None else summarize(est)
     # the analysis explains one core (the slowest): its sections lead the page
     main = next(iter(found.values())) if found else None
     t = html.escape(title or f"{est.kernel} on {est.target}")
     parts = {"__TITLE__": t, "__CSS__": _asset("report.css"),
-             "__VERDICT__": html.escape((main or {}).get("verdict") or s["bottleneck"]),
-             "__SUMMARY__": _summary(est, s), "__MEMNOTE__": _memnote(found),
-             "__SECTIONS__": all_sections(main, s["hfu"]),
+             "__VERDICT__": html.escape((main or {}).get("verdict") or s.bottleneck),
+             "__SUMMARY__": _summary(s.figures), "__MEMNOTE__": _memnote(found),
+             "__SECTIONS__": all_sections(main, s.figures.hfu),
              "__META__": json.dumps(meta, separators=(",", ":")).replace("</", "<\\/"),
              "__BLOB__": base64.b64encode(blob).decode("ascii"), "__JS__": _asset("timeline.js")}
     # one pass: a value (a title, the blob) is never scanned for another placeholder
     return re.sub(r"__[A-Z]+__", lambda m: parts.get(m.group(0), m.group(0)), _PAGE)
 
 def write_html(est: Estimate, path: str, title: str = "", analysis: Any = None,
-               summary: Optional[dict] = None) -> None:
+               summary: Optional[KernelSummary] = None) -> None:
     """Write ``render_html`` to ``path``."""
     write_text(path, render_html(est, title, analysis, summary))

@@ -89,12 +89,12 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
             dma_cols["variable"].append(ins.writes[0].name if ins.writes else "")
             dma_cols["queue_name"].append(f"q{q}")
             dma_cols["queue_idx"].append(q)
-    s = est.summary()
+    f = est.figures()
     lat_s = est.latency_ns / 1e9
-    eng = s["engines"]
+    eng = f.engines
     summary = {
         "total_time": [lat_s],
-        "hfu_estimated_percent": [100.0 * s["hfu"]],
+        "hfu_estimated_percent": [100.0 * f.hfu],
         "dma_active_time": [eng.get("DMA (any queue)", 0.0) * lat_s],
         "dma_active_time_percent": [100.0 * eng.get("DMA (any queue)", 0.0)],
         "hbm_read_bytes": [sum(ins_cols["hbm_read_bytes"])],
@@ -104,11 +104,11 @@ def tables(est: Estimate) -> Dict[str, Dict[str, list]]:
         "scalar_engine_active_time_percent": [100.0 * eng.get("Scalar", 0.0)],
         "gpsimd_engine_active_time_percent": [100.0 * eng.get("GpSimd", 0.0)],
         "sync_engine_active_time_percent": [100.0 * eng.get("Sync", 0.0)],
-        "tensor_engine_instruction_count": [s["instructions_by_engine"].get("tensor", 0)],
-        "vector_engine_instruction_count": [s["instructions_by_engine"].get("vector", 0)],
-        "scalar_engine_instruction_count": [s["instructions_by_engine"].get("scalar", 0)],
-        "gpsimd_engine_instruction_count": [s["instructions_by_engine"].get("gpsimd", 0)],
-        "hardware_flops": [int(s["pe_flops"])],
+        "tensor_engine_instruction_count": [f.instructions_by_engine.get("tensor", 0)],
+        "vector_engine_instruction_count": [f.instructions_by_engine.get("vector", 0)],
+        "scalar_engine_instruction_count": [f.instructions_by_engine.get("scalar", 0)],
+        "gpsimd_engine_instruction_count": [f.instructions_by_engine.get("gpsimd", 0)],
+        "hardware_flops": [int(f.pe_flops)],
     }
     return {"Instruction": ins_cols, "DmaPacket": dma_cols, "Summary": summary}
 

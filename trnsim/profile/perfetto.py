@@ -20,6 +20,7 @@ import numpy as np
 from ..outputs import atomic_output, dumps_strict
 from ..ir.engines import ENGINE_ORDER
 from ..timing.estimate import Estimate
+from .summary import KernelSummary, summarize
 from .events import (TRACK_ORDER, TRACK_NAME, _detail, _src, analyses, dma_args, dma_columns,
                      engine_display)
 
@@ -202,9 +203,10 @@ def _flows(est: Estimate, limit: int, found: Dict[int, dict]) -> Iterator[Dict[s
                 yield ev
 
 
-def _other(est: Estimate, limit: int, summary: Optional[dict] = None) -> Dict[str, Any]:
+def _other(est: Estimate, limit: int, summary: Optional[KernelSummary] = None) -> Dict[str, Any]:
     total = max((len(c.trace) for c in est.cores), default=0)
-    other: Dict[str, Any] = {"generator": "trnsim", "summary": summary or est.summary()}
+    s = summary if summary is not None else summarize(est)
+    other: Dict[str, Any] = {"generator": "trnsim", "summary": s.to_dict()}
     if limit and total > limit:
         other["truncated"] = {"instructions_shown_per_core": limit,
                               "instructions_per_core": total}
@@ -234,17 +236,17 @@ def _all(est: Estimate, limit: int, found: Dict[int, dict]) -> Iterator[str]:
 
 
 def trace_events(est: Estimate, max_instructions: Optional[int] = None,
-                 analysis: Any = None, summary: Optional[dict] = None) -> Dict[str, Any]:
+                 analysis: Any = None, summary: Optional[KernelSummary] = None) -> Dict[str, Any]:
     """The whole document as a dict (for small traces and tests).  ``analysis``: the
     ``insight.analyze`` dict (or a list, one per core); None computes it, False leaves it out;
-    ``summary``: ``est.summary()`` when the caller has it already."""
+    ``summary``: ``summarize(est)`` when the caller has it already."""
     limit = _limit(est, max_instructions)
     return {"traceEvents": [json.loads(e) for e in _all(est, limit, analyses(est, analysis))],
             "displayTimeUnit": "ns", "otherData": _other(est, limit, summary)}
 
 
 def write_perfetto(est: Estimate, path: str, max_instructions: Optional[int] = None,
-                   analysis: Any = None, summary: Optional[dict] = None) -> None:
+                   analysis: Any = None, summary: Optional[KernelSummary] = None) -> None:
     """Stream the document to ``path`` (the first ``max_instructions`` of each core; 0: all);
     ``analysis`` and ``summary`` as for ``trace_events``."""
     limit = _limit(est, max_instructions)

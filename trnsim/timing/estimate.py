@@ -1,16 +1,14 @@
-"""Estimate: the timing of a whole run (every core's trace) and its summary figures."""
+"""Estimate: the timing of a whole run (every core's trace) and its figures (timing/figures.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
-
 from ..hardware import load_catalog
 from ..hardware.schema import ChipSpec, CoreSpec
 from ..ir.trace import Trace
-from ..ir.engines import ENGINE_ORDER, LABEL as ENGINE_LABEL
-from .costs import CostModel, tensor_peak_flops_per_ns
+from .costs import CostModel
+from .figures import RunFigures, run_figures
 from .scheduler import Timeline, schedule
 
 
@@ -53,6 +51,14 @@ class Estimate:
     # profile explains the run with these, never with a model rebuilt from defaults
     model: Optional[CostModel] = None
 
+    def __post_init__(self):
+        # an Estimate built by hand (not by ``estimate``) gets the catalog's chip and default
+        # rules here, once, so every reader finds ``chip`` and ``model`` set
+        if self.chip is None and self.cores:
+            self.chip = load_catalog().chip_for(self.target)
+        if self.model is None and self.cores:
+            self.model = CostModel(self.cores[0].spec, self.chip, lnc=len(self.cores))
+
     @property
     def latency_ns(self) -> float:
         """Latency of the run: the slowest core."""
@@ -68,114 +74,11 @@ class Estimate:
         """Instructions over every core."""
         return sum(len(c.trace) for c in self.cores)
 
-    def summary(self) -> dict:
-        """The figures ``trnsim kernel`` prints: latency, engine busy shares, HFU, HBM traffic,
-        SBUF peak and the bottleneck verdict (a JSON-ready dict)."""
-        lat = self.latency_ns or 1.0
-        c0 = self.cores[0]
-        engines: Dict[str, float] = {}
-        per_core = []
-        for c in self.cores:
-            busy = c.engine_busy_ns()
-            qb = c.queue_busy_ns()
-            nq = c.spec.dma_engines
-            shares = {ENGINE_LABEL[e]: v / lat for e, v in busy.items()}
-            for q in range(nq):
-                shares[f"DMA:q{q}"] = qb.get(q, 0.0) / lat
-            shares["DMA (any queue)"] = c.dma_active_ns() / lat
-            shares["DMA (mean of queues)"] = sum(qb.values()) / (nq * lat)
-            per_core.append(shares)
-        if len(per_core) == 1:
-            engines = per_core[0]
-        else:
-            for k in per_core[0]:
-                engines[k] = sum(p.get(k, 0.0) for p in per_core) / len(per_core)
-        spec = c0.spec
-        peak = tensor_peak_flops_per_ns(spec)  # BF16 FLOP per ns
-        eq = sum(c.timeline.pe_bf16_equiv for c in self.cores)
-        flops = sum(c.timeline.flops for c in self.cores)
-        hfu = eq / (peak * lat * len(self.cores))
-        hbm = sum(c.timeline.hbm_bytes for c in self.cores)
-        # per engine the instructions ran on (the Timeline's codes: no pass over the trace, which
-        # would materialize every synthesized loop iteration)
-        n_eng = np.zeros(len(ENGINE_ORDER), dtype=np.int64)
-        for c in self.cores:
-            n_eng += np.bincount(c.timeline.engine_code, minlength=len(ENGINE_ORDER))
-        counts: Dict[str, int] = {e: int(k) for e, k in zip(ENGINE_ORDER, n_eng.tolist()) if k}
-        return {
-            "kernel": self.kernel,
-            "target": self.target,
-            "latency_us": round(self.latency_us, 3),
-            "instructions": self.instructions,
-            "instructions_by_engine": counts,
-            "engines": {k: round(v, 4) for k, v in engines.items()},
-            "hfu": round(hfu, 4),
-            "pe_flops": flops,
-            "hbm_bytes": hbm,
-            "hbm_gbps": round(hbm / lat, 3),
-            "dma_bytes": sum(c.timeline.dma_bytes for c in self.cores),
-            "pe_throttled_us": round(sum(c.timeline.throttled_ns for c in self.cores) / 1e3, 3),
-            "sbuf_peak_bytes_per_partition": max(
-                (c.trace.meta.get("sbuf_peak_bytes_per_partition", 0) for c in self.cores), default=0),
-            "sbuf_spill_bytes_per_partition": max(
-                (c.trace.meta.get("sbuf_spill_bytes_per_partition", 0) for c in self.cores), default=0),
-            # the spill DMAs the compiler model inserted (nki/core/spill.py), over every core, and
-            # why: "overflow" (live bytes over capacity), "loop_buffers" (held copies),
-            # "fragmentation" (no contiguous run under reuse_lru); "" when nothing spilled
-            "sbuf_spill_dmas": sum(c.trace.meta.get("sbuf_spill_dmas", 0) for c in self.cores),
-            "sbuf_spill_traffic_bytes": sum(c.trace.meta.get("sbuf_spill_traffic_bytes", 0)
-                                            for c in self.cores),
-            "sbuf_spill_cause": ", ".join(sorted({c.trace.meta["sbuf_spill_cause"] for c in self.cores
-                                                  if c.trace.meta.get("sbuf_spill_cause")})),
-            "bottleneck": self.verdict(engines),
-            "sim_seconds": round(self.sim_seconds, 3),
-        }
-
-    def verdict(self, shares: Optional[Dict[str, float]] = None,
-                waits: Optional[Dict[str, Dict[str, float]]] = None) -> str:
-        """One line naming the bound engine and what the others do meanwhile: the Tensor engine's
-        idle share when the kernel has matmuls; otherwise what the bound engine (or, DMA-bound,
-        the busiest compute engine) waits on. ``waits``: per engine label, its idle ns per engine
-        or DMA queue it waited on (the profile's stall attribution); without it, the busiest
-        other engine is named."""
-        if shares is None:
-            shares = self.summary()["engines"]
-        dma_any = shares.get("DMA (any queue)", 0.0)
-        cand = {k: v for k, v in shares.items() if not k.startswith("DMA")}
-        cand["DMA"] = dma_any
-        bound, share = max(cand.items(), key=lambda kv: kv[1])
-        pe = shares.get("Tensor", 0.0)
-        mean_q = shares.get("DMA (mean of queues)", 0.0)
-        nq = self.cores[0].spec.dma_engines
-        if share < 0.5:
-            return (f"latency-bound: no engine is busy more than {share:.0%} "
-                    f"(dependencies and fixed costs dominate)")
-        if bound == "DMA":
-            head = (f"DMA-bound: the {nq} queues are busy {mean_q:.0%} (some queue active "
-                    f"{dma_any:.0%})")
-        elif bound == "Tensor":
-            return (f"Tensor-bound: the PE array is busy {pe:.0%}; DMA is active {dma_any:.0%}")
-        else:
-            head = f"{bound}-bound: the {bound} engine is busy {share:.0%}"
-        if pe > 0:
-            return f"{head} while the Tensor engine waits {1 - pe:.0%}"
-        computes = {k: v for k, v in cand.items() if k not in ("DMA", "Tensor")}
-        who, busy = bound, share
-        if bound == "DMA":
-            who, busy = max(computes.items(), key=lambda kv: kv[1]) if computes else ("", 0.0)
-            if busy <= 0:
-                return f"{head}; no compute engine work (data movement only)"
-        named = {k: v for k, v in ((waits or {}).get(who) or {}).items()
-                 if k != "after its last instruction"}
-        lat = self.latency_ns or 1.0
-        if named:
-            k, v = max(named.items(), key=lambda kv: kv[1])
-            subject = "its idle time is spent mostly" if who == bound else \
-                f"{who} (busy {busy:.0%}) spends its idle time mostly"
-            return f"{head}; no matmul: {subject} waiting on {k} ({v / lat:.0%} of the run)"
-        others = {k: v for k, v in cand.items() if k not in (bound, "Tensor")}
-        k, v = max(others.items(), key=lambda kv: kv[1])
-        return f"{head}; no matmul (Tensor engine unused); next busiest: {k} {v:.0%}"
+    def figures(self) -> RunFigures:
+        """The run's timing figures (latency, engine busy shares, HFU, HBM traffic, SBUF peak and
+        spills) as a record; the bottleneck verdict that explains them is the profile's
+        (``trnsim.profile.summary.summarize``)."""
+        return run_figures(self.cores, self.latency_ns, self.kernel, self.target, self.sim_seconds)
 
 
 def _core_and_chip(target: str, hardware_file: Optional[str]):

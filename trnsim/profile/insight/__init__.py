@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...timing.costs import CostModel
 from ...timing.estimate import Estimate
+from ...timing.figures import RunFigures
+from ..verdict import bottleneck, with_roofline
 from . import dma, hotspots, occupancy, roofline, stalls
 from .table import build
 
@@ -17,26 +18,18 @@ PATH_LIMIT = 5000
 OCCUPANCY_POINTS = 4000
 
 
-def _chip(est: Estimate):
-    chip = getattr(est, "chip", None)
-    if chip is None:
-        from ...hardware import load_catalog
-        chip = load_catalog().chip_for(est.target)
-    return chip
-
-
 def analyze(est: Estimate, top: int = 20, path_limit: int = PATH_LIMIT,
-            occupancy_points: int = OCCUPANCY_POINTS, summary: Optional[dict] = None) -> dict:
-    """JSON-ready explanation of a run (the slowest core; 'core' says which). ``summary``: the
-    run's ``est.summary()`` when the caller has it (saves a pass over the trace)."""
+            occupancy_points: int = OCCUPANCY_POINTS, figures: Optional[RunFigures] = None) -> dict:
+    """JSON-ready explanation of a run (the slowest core; 'core' says which). ``figures``: the
+    run's ``est.figures()`` when the caller has them (saves a pass over the timelines)."""
     core = max(est.cores, key=lambda c: c.latency_ns)
     tl, trace, spec = core.timeline, core.trace, core.spec
-    chip = _chip(est)
+    chip = est.chip
     tab = build(trace)
     b = stalls.binding(tl, spec.timing.sync.cross_engine_ns)
     st = stalls.stalls(tab, tl, b, top)
     path, path_len = stalls.critical_path(tab, tl, b, path_limit)
-    model = est.model or CostModel(spec, chip, lnc=len(est.cores))   # the run's own rules
+    model = est.model   # the run's own rules (hardware file, engine policy, stream order)
     sol = roofline.speed_of_light(tl, spec, chip)
     out = {
         "core": core.core,
@@ -54,16 +47,11 @@ def analyze(est: Estimate, top: int = 20, path_limit: int = PATH_LIMIT,
         "occupancy": {m: occupancy.series(trace, tl, m, getattr(spec, m).bytes_per_partition,
                                           occupancy_points) for m in ("sbuf", "psum")},
     }
-    out["verdict"] = verdict(est, st, sol, (summary or est.summary())["engines"])
+    out["verdict"] = verdict(figures if figures is not None else est.figures(), st, sol)
     return out
 
 
-def verdict(est: Estimate, st: dict, sol: Optional[dict] = None,
-            shares: Optional[dict] = None) -> str:
+def verdict(fig: RunFigures, st: dict, sol: Optional[dict] = None) -> str:
     """The summary's bottleneck line, told what the busiest compute engine waits on (the stall
     attribution), with the roofline point when the kernel does PE work."""
-    line = est.verdict(shares, {k: v["waiting_on"] for k, v in st.items()})
-    if sol is not None and sol["flops"]:
-        line += f"; roofline: {sol['bound']}-bound (intensity {sol['arithmetic_intensity']:.1f} " \
-                f"FLOP/B vs ridge {sol['ridge_point']:.1f})"
-    return line
+    return with_roofline(bottleneck(fig, {k: v["waiting_on"] for k, v in st.items()}), sol)

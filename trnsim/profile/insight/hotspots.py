@@ -23,7 +23,11 @@ def by_line(tab: InstrTable, tl, top: int) -> List[dict]:
     per_eng = np.bincount(tab.src.astype(np.int64) * ne + tl.engine_code, minlength=ns * ne)
     per_eng = per_eng.reshape(ns, ne)
     total = float(dur.sum()) or 1.0
-    order = np.lexsort((-cnt, -t))[:top]   # most time first; ties: most instructions
+    # source ids follow object identity (run to run they differ): ties break on program order,
+    # the first instruction of each line, so equal lines always list the same way
+    first = np.full(ns, len(tab.src), np.int64)
+    np.minimum.at(first, tab.src, np.arange(len(tab.src), dtype=np.int64))
+    order = np.lexsort((first, -cnt, -t))[:top]   # most time first; ties: most instructions
     out = []
     for k in order.tolist():
         loc = tab.sources[k]
@@ -44,6 +48,8 @@ def by_opcode(tab: InstrTable, tl, top: int) -> List[dict]:
     cnt = np.bincount(key, minlength=nk)
     total = float(dur.sum()) or 1.0
     used = np.flatnonzero(cnt)
-    order = used[np.lexsort((-cnt[used], -t[used]))][:top]
+    names = np.array([tab.opcodes[k // ne] for k in used.tolist()], dtype=object)
+    rank = np.argsort(np.argsort(names, kind="stable"), kind="stable")   # ties: by opcode name
+    order = used[np.lexsort((used % ne, rank, -cnt[used], -t[used]))][:top]
     return [{"opcode": tab.opcodes[k // ne], "engine": CODE_LABEL[k % ne], "time_ns": float(t[k]),
              "share": float(t[k]) / total, "instructions": int(cnt[k])} for k in order.tolist()]
