@@ -116,7 +116,7 @@ class LoopBlock:
     loop of a million iterations costs a few arrays, not a million records; ``materialize`` builds
     the records on demand.
     """
-    __slots__ = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n")
+    __slots__ = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n", "_plans")
 
     def __init__(self, template: Sequence["Instruction"], k0: int, count: int,
                  deltas: Sequence[Tuple[Tuple[int, int, int, int], ...]], nlocal: int):
@@ -129,6 +129,7 @@ class LoopBlock:
         self.nlocal = nlocal
         self.synth_first = reserve_synthetic_ids(nlocal * count) if nlocal else 0
         self.n = len(self.template) * count
+        self._plans: Optional[list] = None  # see _moving
 
     def local_id(self, c: int, rank: int) -> int:
         """Synthetic tensor id of body-local tile ``rank`` in synthesized iteration ``c``."""
@@ -139,27 +140,47 @@ class LoopBlock:
         """Records ``lo .. hi`` of the block (block-relative), indexed from ``first_index``."""
         L = len(self.template)
         hi = self.n if hi is None else hi
-        for pos in range(lo, hi):
-            c, j = divmod(pos, L)
-            yield self._make(first_index + pos, c, j)
-
-    def _make(self, index: int, c: int, j: int) -> "Instruction":
+        if lo >= hi:
+            return
         # the hot path of reading synthesized iterations: records are built as plain tuples (no
-        # keyword _replace), and a region that neither moves nor belongs to the iteration is the
-        # template's own (immutable) object
-        ins = self.template[j]
+        # keyword _replace); a region that neither moves nor belongs to the iteration is the
+        # template's own (immutable) object; per-iteration figures advance once per template pass
+        template, plans, nlocal = self.template, self._plans or self._moving(), self.nlocal
+        c, j = divmod(lo, L)
         k = self.k0 + c
-        nr = len(ins[3])
-        regs = []
-        for r, (dp, ds, de, rank) in zip(ins[3] + ins[4], self.deltas[j]):
-            if rank < 0 and not (dp or ds or de):
-                regs.append(r)
-                continue
-            regs.append(_new_tuple(Region, (
-                r[0], r[1] if rank < 0 else self.local_id(c, rank), r[2], r[3] + k * dp, r[4],
-                r[5] + k * ds, r[6] + k * de, r[7], r[8], r[9], r[10])))
-        return _new_tuple(Instruction, (index, ins[1], ins[2], tuple(regs[:nr]),
-                                        tuple(regs[nr:])) + ins[5:])
+        local = -(self.synth_first + c * nlocal)
+        for index in range(first_index + lo, first_index + hi):
+            ins = template[j]
+            regs, nr, moving = plans[j]
+            if moving:
+                regs = list(regs)
+                for i, r, dp, ds, de, rank in moving:
+                    regs[i] = _new_tuple(Region, (
+                        r[0], r[1] if rank < 0 else local - rank, r[2], r[3] + k * dp, r[4],
+                        r[5] + k * ds, r[6] + k * de, r[7], r[8], r[9], r[10]))
+            yield _new_tuple(Instruction, (index, ins[1], ins[2], tuple(regs[:nr]),
+                                           tuple(regs[nr:])) + ins[5:])
+            j += 1
+            if j == L:
+                j = 0
+                k += 1
+                local -= nlocal
+
+    def _moving(self) -> list:
+        """Per template instruction: its regions (reads then writes), how many are reads, and
+        (position, region, dpartition, dstart, dstop, rank) of each that moves or belongs to the
+        iteration.  Worked out once per block, not once per synthesized record."""
+        plans = []
+        for ins, deltas in zip(self.template, self.deltas):
+            regs = ins[3] + ins[4]
+            plans.append((regs, len(ins[3]), tuple((i, r) + d for i, (r, d) in enumerate(zip(regs, deltas))
+                                                   if d[3] >= 0 or d[0] or d[1] or d[2])))
+        self._plans = plans
+        return plans
+
+    def record(self, index: int, pos: int) -> "Instruction":
+        """Record ``pos`` of the block (block-relative), indexed ``index``."""
+        return next(self.materialize(index - pos, pos, pos + 1))
 
 
 class InstructionList(Sequence):
@@ -206,8 +227,7 @@ class InstructionList(Sequence):
         off = i - self._starts[s]
         if isinstance(seg, list):
             return seg[off]
-        c, j = divmod(off, len(seg.template))
-        return seg._make(i, c, j)
+        return seg.record(i, off)
 
     def __setitem__(self, i: int, ins: "Instruction") -> None:
         if i < 0:
@@ -353,6 +373,9 @@ class Trace:
     # index remappings made while the kernel ran (fastforward.py), oldest first: lists of
     # (lo, hi, delta) windows, so an index held since before a remapping can be resolved
     _remaps: List[List[Tuple[int, int, int]]] = field(default_factory=list, repr=False)
+    # per remapping, the trace's length when it was made: no window of it reaches that far, and
+    # the trace never shrinks, so these are sorted and ``resolve`` skips by bisection
+    _remap_ends: List[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.instructions, InstructionList):
@@ -395,14 +418,29 @@ class Trace:
         destination, e.g. ``x[...] = nisa.activation(...)``)."""
         self.instructions[i] = self.instructions[i]._replace(**changes)
 
+    def add_remap(self, windows: List[Tuple[int, int, int]]) -> None:
+        """Record an index remapping (``(lo, hi, delta)`` windows within the current length)."""
+        self._remaps.append(windows)
+        self._remap_ends.append(len(self.instructions))
+
     def resolve(self, i: int, since: int = 0) -> int:
         """The current index of the instruction that had index ``i`` when remapping ``since``
         had not happened yet (``i`` held by a tile across a fast-forwarded loop)."""
-        for windows in self._remaps[since:]:
-            for lo, hi, d in windows:
+        remaps, ends = self._remaps, self._remap_ends
+        n = len(remaps)
+        if len(ends) != n:  # remappings appended without their lengths: look at every one
+            ends = [1 << 62] * n
+        e = since
+        while e < n:
+            # a remapping made when the trace ended at or before i has no window holding it
+            e = bisect.bisect_right(ends, i, e)
+            if e >= n:
+                break
+            for lo, hi, d in remaps[e]:
                 if lo <= i < hi:
                     i += d
                     break
+            e += 1
         return i
 
     def remap_epoch(self) -> int:

@@ -136,7 +136,7 @@ def _regular(ctx, snaps: List[_Snap], borns: List[list], s: int):
 
 def _remap(ctx, windows: List[Tuple[int, int, int]]) -> None:
     """Record an index remapping and apply it to the liveness intervals held by index."""
-    ctx.trace._remaps.append(windows)
+    ctx.trace.add_remap(windows)
 
     def f(i: int) -> int:
         for lo, hi, d in windows:
@@ -178,39 +178,42 @@ def _plan(ctx, snaps: Sequence[_Snap], end: _Snap):
     if L == 0 or bounds[2] - bounds[1] != L or bounds[3] - bounds[2] != L:
         return None
     segs = [ins_list[bounds[i]:bounds[i + 1]] for i in range(3)]
-    ranks = [{}, {}, {}]
+    r0, r1, r2 = ranks = [{}, {}, {}]
+    (sid0, sid1, sid2), (sy0, sy1, sy2) = [s.sid for s in snaps], [s.synth for s in snaps]
     deltas = []
+    # regions are compared by field position (Region: memory 0, tensor 1, partition 3,
+    # partitions 4, start 5, stop 6, elements 7, dtype 8, contiguous 9, indirect 10): this loop
+    # runs once per region of three iterations of every probed loop
     for a, b, c in zip(*segs):
         if not (_same_shape(a, b) and _same_shape(b, c)):
             return None
         d = []
-        for x, y, z in zip(a.reads + a.writes, b.reads + b.writes, c.reads + c.writes):
-            if not (x.memory == y.memory == z.memory and x.partitions == y.partitions == z.partitions
-                    and x.elements == y.elements == z.elements and x.dtype == y.dtype == z.dtype
-                    and x.contiguous == y.contiguous == z.contiguous
-                    and x.indirect == y.indirect == z.indirect):
+        for x, y, z in zip(a[3] + a[4], b[3] + b[4], c[3] + c[4]):
+            if not (x[0] == y[0] == z[0] and x[4] == y[4] == z[4] and x[7:] == y[7:] == z[7:]):
                 return None
-            dp, ds, de = y.partition - x.partition, y.start - x.start, y.stop - x.stop
-            if z.partition - y.partition != dp or z.start - y.start != ds or z.stop - y.stop != de:
+            dp, ds, de = y[3] - x[3], y[5] - x[5], y[6] - x[6]
+            if z[3] - y[3] != dp or z[5] - y[5] != ds or z[6] - y[6] != de:
                 return None
-            rank = _rank((x.tensor, y.tensor, z.tensor), snaps, ranks)
-            if rank is None:
+            # the tensor's rank: -1 for one every iteration shares; the order of first use for
+            # one each iteration allocates anew (the same in every iteration); else not regular
+            # (e.g. a tile carried from one iteration into the next).  Locality is _Snap.is_local.
+            xt, yt, zt = x[1], y[1], z[1]
+            lx = xt > sid0 if xt > 0 else -xt >= sy0
+            ly = yt > sid1 if yt > 0 else -yt >= sy1
+            lz = zt > sid2 if zt > 0 else -zt >= sy2
+            if not (lx or ly or lz):
+                if not xt == yt == zt:
+                    return None
+                rank = -1
+            elif not (lx and ly and lz):
                 return None
+            else:
+                rank = r0.setdefault(xt, len(r0))
+                if r1.setdefault(yt, len(r1)) != rank or r2.setdefault(zt, len(r2)) != rank:
+                    return None
             d.append((dp, ds, de, rank))
         deltas.append(tuple(d))
-    return segs[0], deltas, len(ranks[0])
-
-
-def _rank(tensors, snaps, ranks) -> Optional[int]:
-    """-1 for a tensor every iteration shares; the order of first use for one each iteration
-    allocates anew (the same in every iteration); None if neither."""
-    local = [s.is_local(t) for s, t in zip(snaps, tensors)]
-    if not any(local):
-        return -1 if tensors[0] == tensors[1] == tensors[2] else None
-    if not all(local):
-        return None  # e.g. a tile carried from one iteration into the next
-    got = [rk.setdefault(t, len(rk)) for rk, t in zip(ranks, tensors)]
-    return got[0] if got[0] == got[1] == got[2] else None
+    return segs[0], deltas, len(r0)
 
 
 def _predicts(template, deltas, k: int, seg: Sequence[Instruction], snap: _Snap) -> bool:
@@ -221,16 +224,14 @@ def _predicts(template, deltas, k: int, seg: Sequence[Instruction], snap: _Snap)
     for a, b, d in zip(template, seg, deltas):
         if not _same_shape(a, b):
             return False
-        for x, y, (dp, ds, de, rank) in zip(a.reads + a.writes, b.reads + b.writes, d):
-            if not (x.memory == y.memory and x.partitions == y.partitions
-                    and x.elements == y.elements and x.dtype == y.dtype
-                    and x.contiguous == y.contiguous and x.indirect == y.indirect
-                    and y.partition == x.partition + k * dp and y.start == x.start + k * ds
-                    and y.stop == x.stop + k * de):
+        for x, y, (dp, ds, de, rank) in zip(a[3] + a[4], b[3] + b[4], d):
+            # Region fields by position, as in _plan
+            if not (x[0] == y[0] and x[4] == y[4] and x[7:] == y[7:] and y[3] == x[3] + k * dp
+                    and y[5] == x[5] + k * ds and y[6] == x[6] + k * de):
                 return False
             if rank < 0:
-                if y.tensor != x.tensor:
+                if y[1] != x[1]:
                     return False
-            elif not snap.is_local(y.tensor) or ranks.setdefault(y.tensor, len(ranks)) != rank:
+            elif not snap.is_local(y[1]) or ranks.setdefault(y[1], len(ranks)) != rank:
                 return False
     return True
