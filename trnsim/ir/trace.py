@@ -129,7 +129,7 @@ class LoopBlock:
         self.nlocal = nlocal
         self.synth_first = reserve_synthetic_ids(nlocal * count) if nlocal else 0
         self.n = len(self.template) * count
-        self._plans: Optional[list] = None  # see _moving
+        self._plans: Optional[list] = None  # per template instruction, see _moving
 
     def local_id(self, c: int, rank: int) -> int:
         """Synthetic tensor id of body-local tile ``rank`` in synthesized iteration ``c``."""
@@ -145,13 +145,16 @@ class LoopBlock:
         # the hot path of reading synthesized iterations: records are built as plain tuples (no
         # keyword _replace); a region that neither moves nor belongs to the iteration is the
         # template's own (immutable) object; per-iteration figures advance once per template pass
-        template, plans, nlocal = self.template, self._plans or self._moving(), self.nlocal
+        template, nlocal = self.template, self.nlocal
+        plans = self._plans
+        if plans is None:
+            plans = self._plans = [None] * L
         c, j = divmod(lo, L)
         k = self.k0 + c
         local = -(self.synth_first + c * nlocal)
         for index in range(first_index + lo, first_index + hi):
             ins = template[j]
-            regs, nr, moving = plans[j]
+            regs, nr, moving = plans[j] or self._moving(j)
             if moving:
                 regs = list(regs)
                 for i, r, dp, ds, de, rank in moving:
@@ -166,17 +169,16 @@ class LoopBlock:
                 k += 1
                 local -= nlocal
 
-    def _moving(self) -> list:
-        """Per template instruction: its regions (reads then writes), how many are reads, and
-        (position, region, dpartition, dstart, dstop, rank) of each that moves or belongs to the
-        iteration.  Worked out once per block, not once per synthesized record."""
-        plans = []
-        for ins, deltas in zip(self.template, self.deltas):
-            regs = ins[3] + ins[4]
-            plans.append((regs, len(ins[3]), tuple((i, r) + d for i, (r, d) in enumerate(zip(regs, deltas))
-                                                   if d[3] >= 0 or d[0] or d[1] or d[2])))
-        self._plans = plans
-        return plans
+    def _moving(self, j: int) -> tuple:
+        """Template ``j``'s regions (reads then writes), how many are reads, and (position, region,
+        dpartition, dstart, dstop, rank) of each that moves or belongs to the iteration: worked out
+        on first use, once per block (a block read in part pays only for what it reads)."""
+        ins = self.template[j]
+        regs = ins[3] + ins[4]
+        got = self._plans[j] = (regs, len(ins[3]), tuple(
+            (i, r) + d for i, (r, d) in enumerate(zip(regs, self.deltas[j]))
+            if d[3] >= 0 or d[0] or d[1] or d[2]))
+        return got
 
     def record(self, index: int, pos: int) -> "Instruction":
         """Record ``pos`` of the block (block-relative), indexed ``index``."""

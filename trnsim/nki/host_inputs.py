@@ -2,6 +2,7 @@
 dtype only where needed, and a timing-only input of one repeated zero given lazily mapped zero pages."""
 from __future__ import annotations
 
+import mmap
 from typing import Optional
 
 import numpy as np
@@ -23,11 +24,17 @@ def storage_array(arr: np.ndarray, sd: np.dtype) -> np.ndarray:
 def zero_broadcast(arr: np.ndarray, sd: np.dtype) -> Optional[np.ndarray]:
     """A zero-filled byte buffer for ``arr`` when it is one all-zero-bytes value repeated with
     stride 0 in every dim (``np.broadcast_to(np.zeros((), dt), shape)``: the timing-only inputs of
-    the op-cost build); None otherwise.  ``np.zeros`` maps its pages lazily, so a timing-only run
-    that never reads an input never touches its bytes."""
+    the op-cost build); None otherwise.  The buffer is an anonymous memory map: its zero pages are
+    mapped lazily, so a timing-only run that never reads an input never touches its bytes.  (Not
+    ``np.zeros``: the C allocator serves sizes under its adaptive mmap threshold, which grows as
+    big buffers are freed, from the heap and clears them byte by byte.)"""
     if arr.ndim == 0 or arr.size <= 1 or any(arr.strides):
         return None
     one = storage_array(arr.reshape(-1)[:1], sd)
     if one.view(np.uint8).any():
         return None
-    return np.zeros(arr.size * sd.itemsize, np.uint8)
+    nbytes = arr.size * sd.itemsize
+    private = getattr(mmap, "MAP_PRIVATE", None)  # copy-on-write across fork, like the heap
+    if nbytes < mmap.PAGESIZE or private is None:
+        return np.zeros(nbytes, np.uint8)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=private), np.uint8)
