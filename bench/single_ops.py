@@ -3,8 +3,8 @@
     python bench/single_ops.py           # table and medians
     python bench/single_ops.py --json    # machine-readable rows and summary
 
-The rows are copied, with their ids and sources, into bench/data/single_ops.csv (a clone has no
-the shared calibration folder).  Columns: id, variant (one row can hold two measurements), device, op, dtype, matmul m/k/n,
+The rows are copied, with their ids and sources, into bench/data/single_ops.csv (a user's clone has no
+shared calibration folder).  Columns: id, variant (one row can hold two measurements), device, op, dtype, matmul m/k/n,
 attention batch/heads/kv_heads/q_len/kv_len/head_dim/causal, lnc (physical cores of the logical core the
 row ran on), published_us, published_as (the figure as the source states it), status (use | skip),
 derivation (how each shape field not stated verbatim was read, or why the row is skipped), source.
