@@ -23,7 +23,6 @@ METRICS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
     "train": (("step_time_s", "step time (s)"), ("tokens_per_s", "tokens/s"), ("mfu", "MFU"),
               ("memory_per_core_gib", "memory per rank (GiB)")),
 }
-MAX_POINTS = 64   # a sweep is a handful of points to compare, not a search (trnsim plan searches)
 
 
 class SweepError(ConfigError):
@@ -50,8 +49,10 @@ def parse_sweep(text: str, kind: str) -> Tuple[str, Tuple[int, ...]]:
         if int(v) in out:
             raise SweepError(f"--sweep lists {v} twice", value=text)
         out.append(int(v))
-    if not out or len(out) > MAX_POINTS:
-        raise SweepError(f"--sweep takes 1 to {MAX_POINTS} values", limit=MAX_POINTS, value=len(out))
+    from .checks import limits
+    cap = int(limits()["estimate_sweep"]["max_points"])
+    if not out or len(out) > cap:
+        raise SweepError(f"--sweep takes 1 to {cap} values", limit=cap, value=len(out))
     return name, tuple(out)
 
 

@@ -120,14 +120,15 @@ def _print_step3(d: dict) -> None:
 
 def _run_example(args, prices, eng) -> int:
     """``--example``: the decision over the example jobs, the claims, the report where the user asked."""
-    from ..compare.claims import test_claims
+    from ..compare.claims import load_claims, test_claims
     from ..compare.decision import EXAMPLE_SYSTEMS, example_decision, example_prices_book, load_jobs
     from ..compare.options import make_power
     from ..report.decision_page import claims_table, decision_page, migration_table, verdict_table
     from ..outputs import write_text
     power = make_power(args.pue)
     systems = [s.strip() for s in args.systems.split(",")] if args.systems else EXAMPLE_SYSTEMS
-    with Progress(not args.json, len(load_jobs()) * len(systems) + 8) as bar:
+    # one step per job and system, one for the capture, one per claim
+    with Progress(not args.json, len(load_jobs()) * len(systems) + 1 + len(load_claims())) as bar:
         dec = example_decision(prices, power, eng, systems, args.baseline or "p5.48xlarge", progress=bar.step)
         # the claims see the same prices as the jobs (the example's derived ones included)
         book, _ = example_prices_book(prices, systems)

@@ -65,7 +65,9 @@ class JobResult:
 
     def monthly_saving(self, system: str) -> Optional[float]:
         """Baseline's monthly bill minus ``system``'s for this job (negative: the move costs more)."""
-        base, mine = self.run_cost(self.comparison.baseline) if self.comparison else None, self.run_cost(system)
+        if self.comparison is None:
+            return None
+        base, mine = self.run_cost(self.comparison.baseline), self.run_cost(system)
         if base is None or mine is None:
             return None
         return (base - mine) * self.job.runs_per_month
