@@ -1,0 +1,114 @@
+"""The decode attention kernel and the attention implementations of the op-cost mapping: numerics
+against numpy, HBM bytes and call counts by hand, the unfused path as the sum of its kernels."""
+import numpy as np
+import pytest
+
+from trnsim.errors import TrnsimError
+from trnsim.kernels import run_reference, spec
+from trnsim.model.opcost import SimulatedOpCosts
+from trnsim.model.opcost.select import attention_calls, kernel_calls
+from trnsim.model.ops import Op
+
+RNG = np.random.default_rng(11)
+
+
+def _ref(q, k, v):
+    s = q @ k.T / np.sqrt(q.shape[1])
+    e = np.exp(s - s.max(1, keepdims=True))
+    return (e / e.sum(1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("rows,kv,d", [(10, 4096, 64), (1, 512, 128), (128, 256, 32)])
+def test_decode_kernel_matches_numpy(rows, kv, d):
+    # rows = the query rows of one KV group; 4096 keys = two 2048-key chunks
+    q = RNG.standard_normal((rows, d)).astype(np.float32)
+    k = (3 * RNG.standard_normal((kv, d))).astype(np.float32)  # peaked rows: the max shift matters
+    v = RNG.standard_normal((kv, d)).astype(np.float32)
+    ks = spec("attention_decode")
+    _, kw = ks.build({"rows": rows, "kv_len": kv, "head_dim": d}, np.dtype(np.float32))
+    got = ks.load()(q.T.copy(), k.T.copy(), v, **kw)
+    np.testing.assert_allclose(got, _ref(q, k, v), rtol=1e-4, atol=1e-5)
+
+
+def test_decode_kernel_reads_k_and_v_once_per_kv_head():
+    # HBM bytes of one call = K + V (kv x d x 2 bytes each) + Q and the output (rows x d x 2 each):
+    # the group's query rows share one read of the cache
+    kv, d = 512, 128
+    for rows in (1, 16):
+        est = run_reference("attention_decode", {"rows": rows, "kv_len": kv, "head_dim": d}, "bfloat16", "trn2")
+        assert est.cores[0].timeline.hbm_bytes == 2 * kv * d * 2 + 2 * rows * d * 2
+
+
+def _decode_op(batch=64, heads=80, kv_heads=8, q_len=1):
+    return Op(kind="attention", name="dec", q_len=q_len, kv_len=4096, head_dim=128, heads=heads * batch,
+              kv_heads=kv_heads * batch)
+
+
+def test_decode_maps_to_one_call_per_sequence_and_kv_head():
+    # 64 sequences x 8 KV heads = 512 passes over a KV head's cache, 256 per physical core at LNC=2,
+    # each with the group's 80 / 8 = 10 query rows (was: 2560 calls, one per query head)
+    (call,) = attention_calls(_decode_op(), lnc=2)
+    assert (call.kernel, call.repeats, call.shape) == ("attention_decode", 256,
+                                                       {"rows": 10, "kv_len": 4096, "head_dim": 128})
+    # speculative verify, 4 new tokens: 40 rows; a 64-head group x 4 tokens = 256 rows splits in two
+    (call,) = attention_calls(_decode_op(q_len=4), lnc=1)
+    assert (call.repeats, call.shape["rows"]) == (512, 40)
+    (call,) = attention_calls(_decode_op(batch=1, heads=64, kv_heads=1, q_len=4), lnc=1)
+    assert (call.repeats, call.shape["rows"]) == (2, 128)
+    # one KV head on two cores: the cores split its cache
+    (call,) = attention_calls(_decode_op(batch=1, heads=8, kv_heads=1), lnc=2)
+    assert (call.repeats, call.shape["kv_len"]) == (1, 2048)
+    # no kv_heads given: multi-head attention, one KV head per query head
+    (call,) = attention_calls(Op(kind="attention", name="mha", q_len=1, kv_len=512, head_dim=64, heads=8))
+    assert (call.repeats, call.shape["rows"]) == (8, 1)
+    # above the decode limit (8 new tokens) the prefill kernel runs per query head
+    (call,) = attention_calls(_decode_op(batch=1, q_len=128), lnc=2)
+    assert (call.kernel, call.repeats) == ("attention", 40)
+
+
+def test_unfused_calls_by_hand():
+    op = Op(kind="attention", name="p", q_len=256, kv_len=512, head_dim=128, heads=8, kv_heads=2, causal=True)
+    calls = [(c.kernel, c.shape, c.dtype, c.repeats) for c in kernel_calls(op, 1, attention_impl="unfused")]
+    # per KV head: [4 heads x 256 rows, 128] x [128, 512]; mask add and softmax over 8 x 256 score rows;
+    # [1024, 512] x [512, 128]; fp32 as torch's math path computes
+    assert calls == [("matmul", {"m": 1024, "k": 128, "n": 512}, "float32", 2),
+                     ("add", {"rows": 2048, "cols": 512}, "float32", 1),
+                     ("softmax", {"rows": 2048, "cols": 512}, "float32", 1),
+                     ("matmul", {"m": 1024, "k": 512, "n": 128}, "float32", 2)]
+    per_head = kernel_calls(op, 1, "unfused", {"unfused": {"gqa": "per_head", "dtype": "bfloat16"}})
+    assert (per_head[0].shape["m"], per_head[0].repeats, per_head[0].dtype) == (256, 8, "bfloat16")
+
+
+class Timer:
+    """t = 1e-9 x (product of the shape's values) x (2 for matmul)."""
+
+    def __call__(self, kernel, shape, dtype, target, hardware_file=None):
+        return 1e-9 * float(np.prod(list(shape.values()))) * (2 if kernel == "matmul" else 1)
+
+
+def test_unfused_time_is_the_sum_of_its_parts(tmp_path):
+    op = Op(kind="attention", name="u", q_len=1, kv_len=512, head_dim=128, heads=8, kv_heads=2)
+    # grids holding exactly the parts' shapes, so each part is a grid hit
+    grids = {"matmul": {"dtypes": ["float32"], "axes": [{"name": "m", "values": [4]},
+                                                        {"name": "k", "values": [128, 512]},
+                                                        {"name": "n", "values": [128, 512]}]},
+             "softmax": {"dtypes": ["float32"], "axes": [{"name": "rows", "values": [8]},
+                                                         {"name": "cols", "values": [512]}]}}
+    costs = SimulatedOpCosts("trn2", cache_dir=str(tmp_path), timer=Timer(), lnc=1, grids=grids,
+                             attention_impl="unfused")
+    got = costs.time(op)
+    # 2 KV heads x QK^T [4,128]x[128,512] + softmax [8, 512] + 2 x PV [4,512]x[512,128]
+    want = 2 * 2e-9 * 4 * 128 * 512 + 1e-9 * 8 * 512 + 2 * 2e-9 * 4 * 512 * 128
+    assert got.how == "simulated" and got.seconds == pytest.approx(want)
+
+
+def test_bad_attention_settings_raise():
+    op = _decode_op()
+    with pytest.raises(TrnsimError, match="attention implementation"):
+        attention_calls(op, impl="flash3")
+    with pytest.raises(TrnsimError, match="attention implementation"):
+        SimulatedOpCosts("trn2", attention_impl="eager")
+    with pytest.raises(TrnsimError, match="KV heads"):
+        attention_calls(Op(kind="attention", name="x", q_len=1, kv_len=64, head_dim=64, heads=8, kv_heads=3))
+    with pytest.raises(TrnsimError, match="reference matmul"):
+        kernel_calls(op, 1, "unfused", {"unfused": {"dtype": "mxfp4"}})
