@@ -29,6 +29,7 @@ from trnsim.model.opcost.select import kernel_call  # noqa: E402
 
 
 def _figures(est):
+    """Latency, engine busy, DMA-active and PE-throttled time of one core (us)."""
     c = est.cores[0]
     return {"us": round(est.latency_us, 1),
             "busy_us": {k: round(v / 1e3, 1) for k, v in c.engine_busy_ns().items() if k != "sync"},
@@ -100,6 +101,7 @@ def run(nki_library=None, nki_samples=None):
 
 
 def main():
+    """Command line: print the comparison (or --json)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nki-library", help="an aws-neuron/nki-library checkout")
     ap.add_argument("--nki-samples", help="an aws-neuron/nki-samples checkout (8370e11)")
