@@ -183,6 +183,8 @@ def attention_calls(op: Op, lnc: int = 1, impl: str = "fused",
                 kv = _split(kv, lnc)
         return [KernelCall("attention_decode", {"rows": rows, "kv_len": kv, "head_dim": d}, "bfloat16",
                            reps)]
+    # prefill: one call per query head: nki-library attention_cte also runs a batch item per query
+    # head and loads its KV head's K/V each time (GQA shares the HBM copy, not the SBUF load)
     reps = heads
     if lnc > 1:
         if reps >= lnc:
