@@ -1,5 +1,8 @@
-"""Reference token-generation (decode) attention for one KV head and the R query rows that share it
-(R = query heads per KV head x new tokens, at most 128): qT [d, R], kT [d, S], v [S, d] -> [R, d].
+"""Reference token-generation (decode) attention: for each of H KV heads (sequences x KV heads) the R
+query rows that share it (R = query heads per KV head x new tokens, at most 128):
+qT [H, d, R], kT [H, d, S], v [H, S, d] -> [H, R, d].  The heads are independent passes in one call
+(an affine loop, as the library's kernel loops over its batch), so one pass's loads overlap
+another's compute.
 
 The layout of the public NKI library's token-generation kernel, written afresh: keys sit on the
 partitions and every query row of the KV group is a column, so all of them take ONE pass over the
@@ -15,8 +18,8 @@ The whole cache is one softmax tile (as the library does up to its flash-attenti
 computes S^T = K Q^T tile by tile, TG tiles to a PSUM bank, and keeps each key partition's running
 maximum per query row; the maxima are reduced across partitions (a PE transpose and a free-axis
 max) into m [R].  Pass 2 recomputes S^T with -m added by a rank-one matmul accumulated into the same
-bank (ones [1, 128] x -m repeated TG times, one matmul per bank; the PE is idle while the DMA streams, so recomputing is cheaper
-than an SBUF round trip), takes exp on the Scalar engine straight from PSUM, and multiplies by V
+bank (ones [1, 128] x -m repeated TG times, one matmul per bank; the PE is idle while the DMA
+streams, so recomputing is cheaper than an SBUF round trip), takes exp on the Scalar engine straight from PSUM, and multiplies by V
 (E^T tiles stationary, V moving) into one [R, d] PSUM accumulator; the row sums are per-partition
 sums of E folded over the partitions by a ones-vector matmul.  No mask: every cached key is visible
 to a decode token (a speculative-verify step's mask over its last q_len keys is left out).
@@ -28,10 +31,20 @@ import neuronxcc.nki.language as nl
 
 @nki.jit
 def decode_attention_kernel(qT, kT, v, KC=2048, TG=16):
-    """softmax(Q K^T / sqrt(d)) V for the R query rows of one KV head; returns [R, d]."""
+    """softmax(Q K^T / sqrt(d)) V for the R query rows of each of H KV heads (sequences x KV heads):
+    qT [H, d, R], kT [H, d, S], v [H, S, d]; returns [H, R, d]."""
+    H, d, R = qT.shape
+    S = kT.shape[2]
+    out = nl.ndarray((H, R, d), dtype=qT.dtype, buffer=nl.shared_hbm)
+    for h in nl.affine_range(H):  # independent passes: one's loads overlap another's compute
+        _one_head(qT[h], kT[h], v[h], out[h], KC, TG)
+    return out
+
+
+def _one_head(qT, kT, v, out, KC, TG):
+    """One KV head's pass: qT [d, R], kT [d, S], v [S, d] -> out [R, d] (HBM)."""
     d, R = qT.shape
     _, S = kT.shape
-    out = nl.ndarray((R, d), dtype=qT.dtype, buffer=nl.shared_hbm)
     scale = 1.0 / float(d) ** 0.5
     n = KC // 128          # 128-key tiles per chunk = V rows per partition in a chunk
     NCH, NGC = S // KC, n // TG   # chunks, PSUM groups of TG tiles per chunk
@@ -81,4 +94,3 @@ def decode_attention_kernel(qT, kT, v, KC=2048, TG=16):
     lp = nisa.tensor_reduce(nl.add, lsum[jp, jg, jr], axis=(2,), dtype=nl.float32)         # [128, R]
     l_row = nisa.nc_matmul(lp, ones_col)                                             # [R, 1]
     nl.store(out, value=nisa.tensor_scalar(acc, nl.multiply, nl.reciprocal(l_row), dtype=qT.dtype))
-    return out

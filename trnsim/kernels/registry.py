@@ -87,12 +87,18 @@ def _attention_decode(s, dt):
     r, kv, d = s["rows"], s["kv_len"], s["head_dim"]
     if d > 128 or r > 128:
         raise _bad("attention_decode", "head_dim and rows must fit the 128 partitions", max(d, r), 128)
-    kc = _tile("attention_decode", "kv_len", kv, 2048)
-    if kc % 128:
-        raise _bad("attention_decode", "kv_len under 2048 must be a multiple of 128", kv, 128)
-    # TG score tiles of [128, r] fp32 per PSUM bank (512 fp32), a power of two dividing kc / 128
-    tg = min(kc // 128, 1 << (512 // r).bit_length() - 1)
-    return (_zeros((d, r), dt), _zeros((d, kv), dt), _zeros((kv, d), dt)), dict(KC=kc, TG=tg)
+    # chunks of 2048 keys (4 KiB of bf16 per partition per DMA), else the largest that divides kv_len
+    kc = next((c for c in (2048, 1024, 512, 256, 128) if c <= kv and kv % c == 0), 0)
+    if kv < 2048 and kv % 128 == 0:
+        kc = kv
+    if not kc:
+        raise _bad("attention_decode", f"kv_len={kv} is not a multiple of the 128-key tile", kv,
+                   "a multiple of 128")
+    # TG score tiles of [128, r] fp32 per PSUM bank (512 fp32): the most that fit and divide kc / 128
+    n = kc // 128
+    tg = max(t for t in range(1, n + 1) if n % t == 0 and t * r <= 512)
+    h = s.get("heads", 1)
+    return (_zeros((h, d, r), dt), _zeros((h, d, kv), dt), _zeros((h, kv, d), dt)), dict(KC=kc, TG=tg)
 
 
 def _rows(kernel: str, n_in: int, extra=None):
@@ -125,7 +131,7 @@ KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
     KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 2, _matmul, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
                _attention),
-    KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("rows", "kv_len", "head_dim"),
+    KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),
                1, _attention_decode),
     KernelSpec("rmsnorm", "norms:rmsnorm_kernel", ("rows", "cols"), 1, _rows("rmsnorm", 1, _norm_params(1))),
     KernelSpec("layernorm", "norms:layernorm_kernel", ("rows", "cols"), 1,

@@ -18,25 +18,28 @@ def _ref(q, k, v):
     return (e / e.sum(1, keepdims=True)) @ v
 
 
-@pytest.mark.parametrize("rows,kv,d", [(10, 4096, 64), (1, 512, 128), (128, 256, 32)])
-def test_decode_kernel_matches_numpy(rows, kv, d):
-    # rows = the query rows of one KV group; 4096 keys = two 2048-key chunks
-    q = RNG.standard_normal((rows, d)).astype(np.float32)
-    k = (3 * RNG.standard_normal((kv, d))).astype(np.float32)  # peaked rows: the max shift matters
-    v = RNG.standard_normal((kv, d)).astype(np.float32)
+@pytest.mark.parametrize("heads,rows,kv,d", [(2, 10, 4096, 64), (1, 1, 512, 128), (3, 128, 256, 32),
+                                                  (1, 100, 1920, 64)])
+def test_decode_kernel_matches_numpy(heads, rows, kv, d):
+    # rows = the query rows of one KV group; 4096 keys = two 2048-key chunks; heads = independent passes
+    q = RNG.standard_normal((heads, rows, d)).astype(np.float32)
+    k = (3 * RNG.standard_normal((heads, kv, d))).astype(np.float32)  # peaked rows: the max shift matters
+    v = RNG.standard_normal((heads, kv, d)).astype(np.float32)
     ks = spec("attention_decode")
-    _, kw = ks.build({"rows": rows, "kv_len": kv, "head_dim": d}, np.dtype(np.float32))
-    got = ks.load()(q.T.copy(), k.T.copy(), v, **kw)
-    np.testing.assert_allclose(got, _ref(q, k, v), rtol=1e-4, atol=1e-5)
+    _, kw = ks.build({"heads": heads, "rows": rows, "kv_len": kv, "head_dim": d}, np.dtype(np.float32))
+    got = ks.load()(q.transpose(0, 2, 1).copy(), k.transpose(0, 2, 1).copy(), v, **kw)
+    for h in range(heads):
+        np.testing.assert_allclose(got[h], _ref(q[h], k[h], v[h]), rtol=1e-4, atol=1e-5)
 
 
 def test_decode_kernel_reads_k_and_v_once_per_kv_head():
-    # HBM bytes of one call = K + V (kv x d x 2 bytes each) + Q and the output (rows x d x 2 each):
+    # HBM bytes of one pass = K + V (kv x d x 2 bytes each) + Q and the output (rows x d x 2 each):
     # the group's query rows share one read of the cache
     kv, d = 512, 128
-    for rows in (1, 16):
-        est = run_reference("attention_decode", {"rows": rows, "kv_len": kv, "head_dim": d}, "bfloat16", "trn2")
-        assert est.cores[0].timeline.hbm_bytes == 2 * kv * d * 2 + 2 * rows * d * 2
+    for heads, rows in ((1, 1), (1, 16), (3, 16)):
+        est = run_reference("attention_decode", {"heads": heads, "rows": rows, "kv_len": kv, "head_dim": d},
+                            "bfloat16", "trn2")
+        assert est.cores[0].timeline.hbm_bytes == heads * (2 * kv * d * 2 + 2 * rows * d * 2)
 
 
 def _decode_op(batch=64, heads=80, kv_heads=8, q_len=1):
@@ -44,23 +47,28 @@ def _decode_op(batch=64, heads=80, kv_heads=8, q_len=1):
               kv_heads=kv_heads * batch)
 
 
-def test_decode_maps_to_one_call_per_sequence_and_kv_head():
+def _shape(op, lnc=1):
+    (call,) = attention_calls(op, lnc=lnc)
+    assert call.repeats == 1
+    return call.kernel, call.shape
+
+
+def test_decode_maps_to_one_pass_per_sequence_and_kv_head():
     # 64 sequences x 8 KV heads = 512 passes over a KV head's cache, 256 per physical core at LNC=2,
     # each with the group's 80 / 8 = 10 query rows (was: 2560 calls, one per query head)
-    (call,) = attention_calls(_decode_op(), lnc=2)
-    assert (call.kernel, call.repeats, call.shape) == ("attention_decode", 256,
-                                                       {"rows": 10, "kv_len": 4096, "head_dim": 128})
+    assert _shape(_decode_op(), 2) == ("attention_decode",
+                                       {"heads": 256, "rows": 10, "kv_len": 4096, "head_dim": 128})
     # speculative verify, 4 new tokens: 40 rows; a 64-head group x 4 tokens = 256 rows splits in two
-    (call,) = attention_calls(_decode_op(q_len=4), lnc=1)
-    assert (call.repeats, call.shape["rows"]) == (512, 40)
-    (call,) = attention_calls(_decode_op(batch=1, heads=64, kv_heads=1, q_len=4), lnc=1)
-    assert (call.repeats, call.shape["rows"]) == (2, 128)
+    shape = _shape(_decode_op(q_len=4))[1]
+    assert (shape["heads"], shape["rows"]) == (512, 40)
+    shape = _shape(_decode_op(batch=1, heads=64, kv_heads=1, q_len=4))[1]
+    assert (shape["heads"], shape["rows"]) == (2, 128)
     # one KV head on two cores: the cores split its cache
-    (call,) = attention_calls(_decode_op(batch=1, heads=8, kv_heads=1), lnc=2)
-    assert (call.repeats, call.shape["kv_len"]) == (1, 2048)
+    shape = _shape(_decode_op(batch=1, heads=8, kv_heads=1), 2)[1]
+    assert (shape["heads"], shape["kv_len"]) == (1, 2048)
     # no kv_heads given: multi-head attention, one KV head per query head
-    (call,) = attention_calls(Op(kind="attention", name="mha", q_len=1, kv_len=512, head_dim=64, heads=8))
-    assert (call.repeats, call.shape["rows"]) == (8, 1)
+    shape = _shape(Op(kind="attention", name="mha", q_len=1, kv_len=512, head_dim=64, heads=8))[1]
+    assert (shape["heads"], shape["rows"]) == (8, 1)
     # above the decode limit (8 new tokens) the prefill kernel runs per query head
     (call,) = attention_calls(_decode_op(batch=1, q_len=128), lnc=2)
     assert (call.kernel, call.repeats) == ("attention", 40)

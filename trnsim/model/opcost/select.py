@@ -175,14 +175,16 @@ def attention_calls(op: Op, lnc: int = 1, impl: str = "fused",
         # one pass over each KV head's cache for all of its group's query rows
         rows = group * q
         splits = math.ceil(rows / int(cfg["decode"]["max_rows"]))
-        rows, reps = math.ceil(rows / splits), kvh * splits
+        rows, passes = math.ceil(rows / splits), kvh * splits
         if lnc > 1:
-            if reps >= lnc:
-                reps = _split(reps, lnc)
+            if passes >= lnc:
+                passes = _split(passes, lnc)
             else:  # one KV head: the cores split its cache (the library's sequence sharding)
                 kv = _split(kv, lnc)
-        return [KernelCall("attention_decode", {"rows": rows, "kv_len": kv, "head_dim": d}, "bfloat16",
-                           reps)]
+        # one kernel call for all the passes, as the library's kernel loops over its batch: one
+        # pass's loads overlap another's compute
+        return [KernelCall("attention_decode", {"heads": passes, "rows": rows, "kv_len": kv, "head_dim": d},
+                           "bfloat16", 1)]
     # prefill: one call per query head: nki-library attention_cte also runs a batch item per query
     # head and loads its KV head's K/V each time (GQA shares the HBM copy, not the SBUF load)
     reps = heads
