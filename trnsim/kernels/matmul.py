@@ -3,7 +3,10 @@ Tensor engine takes its stationary operand in; the Neuron compiler arranges the 
 
 Blocking (textbook GEMM blocking, sized for SBUF/PSUM): an output block of SM row tiles x BN column
 tiles (128 x 512 each) is accumulated in fp32 in SBUF over K blocks of BK x 128 rows.  Per K
-block, one [BK*128, SM*128] block of lhsT and one [BK*128, BN*512] block of rhs are loaded, each
+block, one [BK*128, SM*128] block of lhsT and one [BK*128, BN*512] block of rhs are loaded, one
+DMA each, partition-major (partition p takes the BK consecutive rows p*BK .. p*BK + BK-1, so a
+skinny operand, e.g. a [4096, 128] value cache, still moves BK rows per descriptor instead of one
+row of a few hundred bytes; the contraction order is free as long as both operands share it), each
 (row tile, column tile) pair sums its BK matmuls in a PSUM bank and the Vector engine adds the bank
 into the SBUF block.  rhs is read M / (SM*128) times and lhsT N / (BN*512) times, so with SM = 16
 a 4096-row operand streams rhs twice instead of once per 128 rows.  Loops over blocks are
@@ -27,17 +30,18 @@ def matmul_kernel(lhsT, rhs, TM=128, TK=128, TN=512, SM=1, BN=1, BK=1):
         for n in nl.affine_range(N // WN):
             res = nl.zeros((SM * BN, nl.par_dim(TM), TN), dtype=nl.float32, buffer=nl.sbuf)
             for kb in nl.sequential_range(K // WK):
-                a = nl.ndarray((BK, nl.par_dim(TK), WM), dtype=lhsT.dtype, buffer=nl.sbuf)
-                b = nl.ndarray((BK, nl.par_dim(TK), WN), dtype=rhs.dtype, buffer=nl.sbuf)
-                for bk in nl.affine_range(BK):
-                    r0 = (kb * BK + bk) * TK
-                    a[bk] = nl.load(lhsT[r0:r0 + TK, m * WM:(m + 1) * WM])
-                    b[bk] = nl.load(rhs[r0:r0 + TK, n * WN:(n + 1) * WN])
+                # partition p holds the BK consecutive K rows kb*WK + p*BK .. + BK-1 of both operands
+                # (one contiguous run per partition, one DMA per operand; any order of the K rows
+                # sums to the same product as long as both operands share it)
+                a = nl.ndarray((nl.par_dim(TK), BK, WM), dtype=lhsT.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((nl.par_dim(TK), BK, WN), dtype=rhs.dtype, buffer=nl.sbuf)
+                a[...] = nl.load(lhsT[kb * WK:(kb + 1) * WK, m * WM:(m + 1) * WM].reshape((TK, BK, WM)))
+                b[...] = nl.load(rhs[kb * WK:(kb + 1) * WK, n * WN:(n + 1) * WN].reshape((TK, BK, WN)))
                 for i in nl.affine_range(SM):
                     for j in nl.affine_range(BN):
                         acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
                         for bk in nl.affine_range(BK):
-                            acc += nisa.nc_matmul(a[bk, :, i * TM:(i + 1) * TM], b[bk, :, j * TN:(j + 1) * TN])
+                            acc += nisa.nc_matmul(a[:, bk, i * TM:(i + 1) * TM], b[:, bk, j * TN:(j + 1) * TN])
                         res[i * BN + j] = nl.add(res[i * BN + j], acc, dtype=nl.float32)
             for i in nl.affine_range(SM):
                 for j in nl.affine_range(BN):

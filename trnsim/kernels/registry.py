@@ -128,7 +128,7 @@ def _norm_params(n_params):
 
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
-    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 2, _matmul, DTYPES),
+    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 3, _matmul, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
                _attention),
     KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),
