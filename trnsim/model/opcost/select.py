@@ -149,14 +149,12 @@ def kernel_calls(op: Op, lnc: int = 1, attention_impl: str = "fused",
 
 
 def _groups(op: Op):
-    """(query heads, KV heads, query heads per KV head), sequences included."""
+    """(query heads, KV heads, query heads per KV head), sequences included.  Where the heads do not
+    split evenly over the KV heads (a TP rank holding padded heads) every KV head is costed with the
+    largest group; more KV heads than query heads (KV replicated over ranks) counts one per query head."""
     heads = max(1, op.heads) * max(1, op.batch)
-    kvh = op.kv_heads * max(1, op.batch) if op.kv_heads > 0 else heads
-    if kvh > heads or heads % kvh:
-        raise ConfigError(f"op {op.name!r}: {op.heads} query heads do not split into groups over "
-                          f"{op.kv_heads} KV heads", rule="attention-gqa",
-                          limit="kv_heads dividing heads", value=op.kv_heads)
-    return heads, kvh, heads // kvh
+    kvh = min(heads, op.kv_heads * max(1, op.batch)) if op.kv_heads > 0 else heads
+    return heads, kvh, math.ceil(heads / kvh)
 
 
 def attention_calls(op: Op, lnc: int = 1, impl: str = "fused",
