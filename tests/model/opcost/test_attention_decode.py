@@ -121,3 +121,14 @@ def test_bad_attention_settings_raise():
         SimulatedOpCosts("trn2", attention_impl="eager")
     with pytest.raises(TrnsimError, match="reference matmul"):
         kernel_calls(op, 1, "unfused", {"unfused": {"dtype": "mxfp4"}})
+
+
+def test_transformer_decode_attention_carries_its_kv_heads():
+    # llama-3-8b: 32 query / 8 KV heads; TP=8 leaves 4 and 1 per rank; 16 sequences decoding one token:
+    # 16 passes over one KV head's cache each, 4 query rows per pass (8 per core at LNC=2)
+    from trnsim.model import load_model
+    from trnsim.model.transformer import Layout, layer_forward
+    ops = layer_forward(load_model("llama-3-8b"), False, 16, 1, 1024, Layout(tp=8), decode=True)
+    (att,) = [op for op in ops if op.kind == "attention"]
+    assert (att.heads, att.kv_heads) == (16 * 4, 16 * 1)
+    assert _shape(att, 2) == ("attention_decode", {"heads": 8, "rows": 4, "kv_len": 1024, "head_dim": 128})
