@@ -72,6 +72,9 @@ def test_decode_maps_to_one_pass_per_sequence_and_kv_head():
     # 14 padded heads over 3 KV heads on a TP rank: each KV head costed with the largest group, 5
     shape = _shape(Op(kind="attention", name="pad", q_len=1, kv_len=512, head_dim=64, heads=14, kv_heads=3))[1]
     assert (shape["heads"], shape["rows"]) == (3, 5)
+    # a 100,000-key cache is four passes of 25,088 keys (SBUF holds at most 32,768 keys of K and V)
+    shape = _shape(Op(kind="attention", name="long", q_len=1, kv_len=100_000, head_dim=128, heads=8, kv_heads=1))[1]
+    assert (shape["heads"], shape["rows"], shape["kv_len"]) == (4, 8, 25088)
     # above the decode limit (8 new tokens) the prefill kernel runs per query head
     (call,) = attention_calls(_decode_op(batch=1, q_len=128), lnc=2)
     assert (call.kernel, call.repeats) == ("attention", 40)

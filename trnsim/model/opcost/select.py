@@ -174,6 +174,8 @@ def attention_calls(op: Op, lnc: int = 1, impl: str = "fused",
         rows = group * q
         splits = math.ceil(rows / int(cfg["decode"]["max_rows"]))
         rows, passes = math.ceil(rows / splits), kvh * splits
+        parts = math.ceil(kv / int(cfg["decode"]["max_kv_len"]))  # SBUF holds a pass's K and V
+        kv, passes = math.ceil(kv / parts / 128) * 128 if parts > 1 else kv, passes * parts
         if lnc > 1:
             if passes >= lnc:
                 passes = _split(passes, lnc)
