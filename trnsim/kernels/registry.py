@@ -61,12 +61,23 @@ def _zeros(shape, dt) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dt), shape)
 
 
+# SBUF per partition lhsT may take when held for the whole K (choice: a third of trn1's 192 KiB
+# partition, leaving room for 4-wide weight blocks double-buffered and the fp32 result block)
+HOLD_A_BYTES = 64 * 1024
+
+
 def _matmul(s, dt):
     m, k, n = s["m"], s["k"], s["n"]
     tm, tk, tn = _tile("matmul", "m", m, 128), _tile("matmul", "k", k, 128), _tile("matmul", "n", n, 512)
     # a 2048 x 1024 output block (16 x 2 tiles, 64 KiB fp32 per partition in SBUF), K in blocks
     # of 1024 rows: the block sizes of the public tutorial's fully blocked kernel
     kw = dict(TM=tm, TK=tk, TN=tn, SM=_block(m, tm, 16), BN=_block(n, tn, 2), BK=_block(k, tk, 8))
+    # one row tile (decode, small batches): the GEMM streams the weights (rhs) and barely uses the PE,
+    # so lhsT is loaded once for the whole K (instead of once per column block, in 32-256 B rows that
+    # DMA moves at 2-10 % efficiency [DMABW]) and the weight blocks are 4 tiles wide (4 KiB bf16 rows
+    # per partition, the DMA efficiency knee [DMABW]), while lhsT fits HOLD_A_BYTES per partition
+    if m <= tm and k // tk * m * np.dtype(dt).itemsize <= HOLD_A_BYTES:
+        kw.update(HOLD_A=True, BN=_block(n, tn, 4))
     return (_zeros((k, m), dt), _zeros((k, n), dt)), kw
 
 
@@ -110,7 +121,7 @@ def _norm_params(n_params):
 
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
-    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 2, _matmul, DTYPES),
+    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 3, _matmul, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
                _attention),
     KernelSpec("rmsnorm", "norms:rmsnorm_kernel", ("rows", "cols"), 1, _rows("rmsnorm", 1, _norm_params(1))),
