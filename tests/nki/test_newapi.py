@@ -950,3 +950,19 @@ def test_fmod_keeps_the_sign_of_the_dividend_and_mod_of_the_divisor():
     got = k(x, y)
     np.testing.assert_array_equal(got[0], np.fmod(x, y))
     np.testing.assert_array_equal(got[1], np.mod(x, y))
+
+
+def test_nkiobject_dataclass_plain_attributes_are_fields():
+    # the public library writes its kernel-side records as @dataclass subclasses of NKIObject
+    # whose fields are plain class attributes; NKI builds them by keyword
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Params(nl.NKIObject):
+        idx = None
+        size: int = 4
+        name = "x"
+
+    p = Params(idx=3, name="y")
+    assert (p.idx, p.size, p.name) == (3, 4, "y")
+    assert Params().idx is None and Params().name == "x"

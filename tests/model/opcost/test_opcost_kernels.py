@@ -136,3 +136,45 @@ def test_simulated_costs_with_the_real_timer(tmp_path):
                                                        "bfloat16", "trn1"))
     b = SimulatedOpCosts("trn1", cache_dir=str(tmp_path), timer=time_reference, lnc=1)
     assert b.time(op).seconds == got.seconds and b.timer_calls == 0
+
+
+def _counts(shape):
+    from collections import Counter
+    from trnsim.kernels.timer import run_reference
+    est = run_reference("attention", shape, "bfloat16", "trn2")
+    return Counter((i.engine, i.opcode, i.free) for i in est.cores[0].trace.instructions)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_flash_attention_skips_key_tiles_past_the_diagonal(causal):
+    # q = kv = 1024, 128-row query tiles in groups of 4 (512 rows), 512-wide key tiles.  By hand:
+    # causal, group 0 (rows 0-511) sees key tile 0 only, group 1 (rows 512-1023) tiles 0 and 1:
+    # 4 x (1 + 2) = 12 (query tile, key tile) pairs; not causal 4 x (2 + 2) = 16.  Each pair is one
+    # 512-wide QK matmul and one 512-wide exp, and 4 transposes + 4 PV matmuls of 128 key rows.
+    # The tiles that cross the diagonal (4 in group 0's tile 0, 4 in group 1's tile 1) are masked.
+    c = _counts({"q_len": 1024, "kv_len": 1024, "head_dim": 128, "causal": causal})
+    pairs = 12 if causal else 16
+    assert c[("tensor", "nc_matmul", 512)] == pairs
+    assert c[("scalar", "activation", 512)] == pairs
+    assert c[("tensor", "nc_matmul", 128)] == pairs * 4 * 2
+    masked = sum(n for (eng, op, f), n in c.items() if op == "affine_select")
+    assert masked == (8 if causal else 0)
+
+
+def test_gqa_is_one_call_per_query_head_over_the_shared_kv():
+    # GQA (4 query heads over one KV head): nki-library attention_cte also runs one batch item per
+    # query head, loading its KV head's K/V each time, so the op costs 4 calls of one head
+    from trnsim.model.opcost.select import kernel_call
+    from trnsim.model.ops import Op
+    call = kernel_call(Op(kind="attention", name="a", q_len=256, kv_len=256, head_dim=64, heads=4,
+                          causal=True))
+    assert call.repeats == 4 and call.shape["q_len"] == 256
+    q = RNG.standard_normal((4, 256, 64)).astype(np.float32)
+    k = RNG.standard_normal((256, 64)).astype(np.float32)
+    v = RNG.standard_normal((256, 64)).astype(np.float32)
+    for h in range(4):
+        got = _run("attention", call.shape, np.float32, (q[h].T.copy(), k.T.copy(), v))
+        s = q[h] @ k.T / 8.0  # sqrt(64)
+        s = np.where(np.tri(256, dtype=bool), s, -np.inf)
+        p = np.exp(s - s.max(1, keepdims=True))
+        np.testing.assert_allclose(got, (p / p.sum(1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)

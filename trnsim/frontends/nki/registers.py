@@ -14,6 +14,20 @@ class NKIObject:
         for k, v in kwargs.items():
             setattr(self, k, v)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # NKI treats a subclass's plain class attributes (``x = None``, no annotation) as fields:
+        # public kernels write ``@dataclass class P(nl.NKIObject): x = None`` and build ``P(x=1)``
+        # (nki-library attention_cte).  ``@dataclass`` only sees annotated names, so annotate the
+        # plain immutable ones here, before the decorator runs; the class value stays the default.
+        super().__init_subclass__(**kwargs)
+        ann = dict(cls.__dict__.get("__annotations__", {}))
+        for name, value in list(cls.__dict__.items()):
+            if name.startswith("_") or name in ann:
+                continue
+            if value is None or isinstance(value, (bool, int, float, str, tuple)):
+                ann[name] = Any
+        cls.__annotations__ = ann
+
 
 class VirtualRegister(NKIObject):
     """A 32-bit engine-sequencer register (``nisa.register_alloc``): dynamic loop bounds, while

@@ -78,6 +78,8 @@ def kernel_call(op: Op, lnc: int = 1) -> Optional[KernelCall]:
     dt = STREAM_DTYPES.get(op.dtype, "bfloat16")
     if op.kind == "attention":
         _need(op, "q_len", "kv_len", "head_dim")
+        # one call per query head: nki-library attention_cte also runs a batch item per query head and
+        # loads its KV head's K/V each time (GQA shares the HBM copy, not the SBUF load)
         reps = reps * max(1, op.heads)
         q = op.q_len
         if lnc > 1:
