@@ -1,4 +1,5 @@
-"""The reference GEMM at one row tile (decode): lhsT is loaded once, only the weights stream."""
+"""The reference GEMM holds a row block of lhsT that fits in SBUF (decode, small batches): lhsT is
+loaded once, only the weights stream."""
 import pytest
 
 from trnsim.kernels.registry import KERNELS
@@ -20,10 +21,17 @@ def test_one_row_tile_reads_every_operand_once():
     assert est.latency_ns <= 1.5 * 4096 * 4096 * 2 / 362.5
 
 
-def test_wider_row_blocks_keep_rereading_lhsT_per_column_block():
-    # m = 256: two row tiles, column blocks of 2 x 512 = 1024: lhsT read 2048 / 1024 = 2 times
+def test_narrow_row_blocks_are_held_too():
+    # m = 256: lhsT block 8 x 256 x 2 B = 4 KiB per partition, two column blocks of 1024: read once
     _, hbm = _hbm(256, 1024, 2048)
-    assert hbm == 2 * 1024 * 256 * 2 + 1024 * 2048 * 2 + 256 * 2048 * 2 == 6_291_456
+    assert hbm == 1024 * 256 * 2 + 1024 * 2048 * 2 + 256 * 2048 * 2 == 5_767_168
+
+
+def test_row_blocks_too_big_to_hold_are_reread_per_column_block():
+    # m = 2048: 16 row tiles; lhsT block for K = 4096: 32 x 2048 x 2 B = 128 KiB per partition, over
+    # the 64 KiB hold budget; 2048 / 1024 = 2 column blocks: lhsT read twice
+    _, hbm = _hbm(2048, 4096, 2048)
+    assert hbm == 2 * 4096 * 2048 * 2 + 4096 * 2048 * 2 + 2048 * 2048 * 2 == 58_720_256
 
 
 def test_kernel_version_bumped_for_the_cache_key():
