@@ -15,7 +15,10 @@ the reference kernels in the row's attention implementation (fused: the decode k
 few new tokens, the flash kernel per query head above; unfused: matmul, softmax and matmul with the scores
 in HBM), their shapes on one physical core and repeat counts (LNC=2 splits the repeats, or the wider
 matmul dimension, over the two cores), and ``trnsim.kernels.time_reference`` simulates each exact shape on
-the trn2 timing model (no interpolation, no op-cost cache): predicted = sum of repeats x kernel time.
+the trn2 timing model (no interpolation, no op-cost cache): predicted = sum of repeats x kernel time,
+each times the Neuron compiler's factor (``trnsim.model.opcost.codegen``, calibrated on P226) for a GEMM a
+framework compiled (eager / XLA rows, and every part of an unfused attention; a row whose source names an
+NKI kernel ran hand-written code).
 H100 rows: the same ``Op`` through the GPU op-cost models, ``GpuServingCosts`` (per-op serving
 factors) and ``GpuOpCosts`` (training's lumped step factors).  The serving factors were fitted to these
 H100 rows (serving.toml sources P250, P235, P239, P243, P245), so the H100 serving column is in-sample.
@@ -33,6 +36,7 @@ from trnsim.errors import TrnsimError
 from trnsim.kernels import time_reference
 from trnsim.model.gpu.costs import GpuOpCosts
 from trnsim.model.gpu.serving_costs import GpuServingCosts
+from trnsim.model.opcost.codegen import codegen_scale
 from trnsim.model.opcost.select import kernel_calls
 from trnsim.model.ops import Op
 
@@ -70,15 +74,29 @@ def build_op(r) -> Op:
     raise ValueError(f"row {r['id']}: no op builder for {r['op']!r}")
 
 
+def row_codegen(r) -> str:
+    """Who wrote the code the row ran: its ``codegen`` column where it has one, else ``nki`` when
+    the row's source or published figure names an NKI kernel (a hand-written kernel repository),
+    else ``framework`` (torch-neuronx eager / torch-xla: the Neuron compiler's code)."""
+    if r.get("codegen"):
+        return r["codegen"]
+    text = " ".join(r.get(k) or "" for k in ("source", "published_as")).lower()
+    return "nki" if "nki" in text else "framework"
+
+
 def predict_trn2(r):
     """(seconds, how) for a trn2 row: the sum over its kernel calls of repeats x the reference kernel
-    simulated at its exact shape."""
+    simulated at its exact shape x the compiler's factor where a framework compiled that kernel's op
+    (model/opcost/data/codegen.toml; an unfused attention is framework code whatever the row names)."""
     impl = r.get("impl") or "fused"
+    codegen = "framework" if impl == "unfused" else row_codegen(r)
     total, parts = 0.0, []
     for call in kernel_calls(build_op(r), r["lnc"] or 1, attention_impl=impl):
-        total += time_reference(call.kernel, call.shape, call.dtype, "trn2") * call.repeats
+        scale = codegen_scale(call.kernel, "trn2", codegen)
+        total += time_reference(call.kernel, call.shape, call.dtype, "trn2") * call.repeats * scale
         shape = ",".join(f"{k}={v}" for k, v in call.shape.items())
-        parts.append(f"{call.repeats:g} x {call.kernel}({shape}) {call.dtype}")
+        parts.append(f"{call.repeats:g} x {call.kernel}({shape}) {call.dtype}"
+                     + (f" x {scale:g} compiler" if scale != 1.0 else ""))
     label = f"[{impl}] " if r["op"] == "attention" else ""
     return total, label + " + ".join(parts)
 
