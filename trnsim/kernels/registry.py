@@ -65,6 +65,9 @@ def _zeros(shape, dt) -> np.ndarray:
 # trn1's 192 KiB partition, leaving room for a K block of weights and the fp32 result block: with
 # them at most 64 + 32 + 64 KiB, under the 176 KiB trn1 leaves usable)
 HOLD_A_BYTES = 64 * 1024
+# the DMA efficiency curve's knee: 0.81 of peak at 2 KiB per partition, 0.43 at 1 KiB (FIG-DMA in the
+# core's [timing.dma] efficiency table)
+KP_ROW_BYTES = 2048
 
 
 def _matmul(s, dt):
@@ -83,6 +86,12 @@ def _matmul(s, dt):
     held_bytes = k // tk * tm * kw["SM"] * np.dtype(dt).itemsize
     if n // (tn * kw["BN"]) >= 2 and held_bytes <= HOLD_A_BYTES:
         kw["HOLD_A"] = True
+    # weight rows narrower than KP_ROW_BYTES per partition (n under 512 bf16 columns): each K block
+    # moves partition-major, BK rows per descriptor, instead of one row at 0.10-0.43 of peak [DMABW]
+    # (KP = 2: lhsT's rows are narrow too and it is not held, so it moves the same way)
+    item = np.dtype(dt).itemsize
+    if kw["BK"] > 1 and tn * kw["BN"] * item < KP_ROW_BYTES:
+        kw["KP"] = 2 if tm * kw["SM"] * item < KP_ROW_BYTES and not kw.get("HOLD_A") else 1
     return (_zeros((k, m), dt), _zeros((k, n), dt)), kw
 
 
@@ -144,7 +153,7 @@ def _norm_params(n_params):
 
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
-    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 3, _matmul, DTYPES),
+    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 4, _matmul, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
                _attention),
     KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),

@@ -135,3 +135,20 @@ def test_transformer_decode_attention_carries_its_kv_heads():
     (att,) = [op for op in ops if op.kind == "attention"]
     assert (att.heads, att.kv_heads) == (16 * 4, 16 * 1)
     assert _shape(att, 2) == ("attention_decode", {"heads": 8, "rows": 4, "kv_len": 1024, "head_dim": 128})
+
+
+@pytest.mark.parametrize("m,k,n,dt", [(10, 4096, 128, np.float32), (256, 1024, 1536, "bfloat16")])
+def test_matmul_partition_major_k_blocks_match_numpy(m, k, n, dt):
+    # narrow weight rows (128 fp32 = 512 B, 512 bf16 = 1 KiB per partition): K blocks load partition-major,
+    # the second shape also holding lhsT; the unfused attention's P V is the first shape
+    import ml_dtypes
+    dt = ml_dtypes.bfloat16 if dt == "bfloat16" else dt
+    ks = spec("matmul")
+    _, kw = ks.build({"m": m, "k": k, "n": n}, np.dtype(dt))
+    assert kw.get("KP") == (2 if m < 128 else 1)
+    a = RNG.standard_normal((k, m)).astype(dt)
+    b = RNG.standard_normal((k, n)).astype(dt)
+    got = ks.load()(a, b, **kw).astype(np.float32)
+    ref = a.astype(np.float32).T @ b.astype(np.float32)
+    tol = 1e-5 if dt == np.float32 else 2 ** -7
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
