@@ -92,7 +92,7 @@ def predict_trn2(r):
     codegen = "framework" if impl == "unfused" else row_codegen(r)
     total, parts = 0.0, []
     for call in kernel_calls(build_op(r), r["lnc"] or 1, attention_impl=impl):
-        scale = codegen_scale(call.kernel, "trn2", codegen)
+        scale = codegen_scale("matmul" if call.kernel == "bmm" else call.kernel, "trn2", codegen)
         total += time_reference(call.kernel, call.shape, call.dtype, "trn2") * call.repeats * scale
         shape = ",".join(f"{k}={v}" for k, v in call.shape.items())
         parts.append(f"{call.repeats:g} x {call.kernel}({shape}) {call.dtype}"

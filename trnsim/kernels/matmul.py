@@ -76,13 +76,27 @@ def _out_block(lhsT, rhs, out, odt, m, n, held, fill, TM, TK, TN, SM, BN, BK, KP
 def matmul_kernel(lhsT, rhs, TM=128, TK=128, TN=512, SM=1, BN=1, BK=1, HOLD_A=False, KP=0):
     """[k, m] x [k, n] -> [m, n] in the input dtype (fp32 for fp8 inputs), fp32 accumulation;
     ``HOLD_A``: each m block of lhsT is loaded once, during its first column block, and reused by
-    the others; ``KP``: each K block of rhs (1) or of both operands (2) loaded partition-major (narrow rows)."""
-    K, M = lhsT.shape
-    _, N = rhs.shape
+    the others; ``KP``: each K block of rhs (1) or of both operands (2) loaded partition-major (narrow
+    rows).  Batched: [b, k, m] x [b, k, n] -> [b, m, n], the b products independent iterations of one
+    kernel (a framework's batched matmul), so one's loads overlap another's matmuls."""
     odt = nl.float32 if lhsT.dtype in (nl.float8_e4m3, nl.float8_e5m2) else lhsT.dtype
-    out = nl.ndarray((M, N), dtype=odt, buffer=nl.shared_hbm)
     dims = dict(TM=TM, TK=TK, TN=TN, SM=SM, BN=BN, BK=BK, KP=KP)
-    NN = N // (TN * BN)
+    if len(lhsT.shape) == 3:
+        out = nl.ndarray((lhsT.shape[0], lhsT.shape[2], rhs.shape[2]), dtype=odt, buffer=nl.shared_hbm)
+        for bb in nl.affine_range(lhsT.shape[0]):
+            _gemm(lhsT[bb], rhs[bb], out[bb], odt, HOLD_A, dims)
+        return out
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=odt, buffer=nl.shared_hbm)
+    _gemm(lhsT, rhs, out, odt, HOLD_A, dims)
+    return out
+
+
+def _gemm(lhsT, rhs, out, odt, HOLD_A, dims):
+    """One [k, m] x [k, n] product into ``out`` (HBM), output block by output block."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    TM, TK, SM = dims["TM"], dims["TK"], dims["SM"]
+    NN = N // (dims["TN"] * dims["BN"])
     for m in nl.affine_range(M // (TM * SM)):
         if HOLD_A:
             held = nl.ndarray((K // TK, nl.par_dim(TK), TM * SM), dtype=lhsT.dtype, buffer=nl.sbuf)
@@ -92,4 +106,3 @@ def matmul_kernel(lhsT, rhs, TM=128, TK=128, TN=512, SM=1, BN=1, BK=1, HOLD_A=Fa
         else:
             for n in nl.affine_range(NN):
                 _out_block(lhsT, rhs, out, odt, m, n, None, False, **dims)
-    return out

@@ -95,6 +95,14 @@ def _matmul(s, dt):
     return (_zeros((k, m), dt), _zeros((k, n), dt)), kw
 
 
+def _bmm(s, dt):
+    (a, b), kw = _matmul(s, dt)
+    batch = s["batch"]
+    if batch <= 0:
+        raise _bad("bmm", "batch must be positive", batch, "> 0")
+    return (_zeros((batch,) + a.shape, dt), _zeros((batch,) + b.shape, dt)), kw
+
+
 def _attention(s, dt):
     q, kv, d, causal = s["q_len"], s["kv_len"], s["head_dim"], bool(s.get("causal", 0))
     if d > 128:
@@ -154,6 +162,7 @@ def _norm_params(n_params):
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
     KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 4, _matmul, DTYPES),
+    KernelSpec("bmm", "matmul:matmul_kernel", ("batch", "m", "k", "n"), 4, _bmm, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
                _attention),
     KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),

@@ -85,34 +85,37 @@ def test_unfused_calls_by_hand():
     calls = [(c.kernel, c.shape, c.dtype, c.repeats) for c in kernel_calls(op, 1, attention_impl="unfused")]
     # per KV head: [4 heads x 256 rows, 128] x [128, 512]; mask add and softmax over 8 x 256 score rows;
     # [1024, 512] x [512, 128]; fp32 as torch's math path computes
-    assert calls == [("matmul", {"m": 1024, "k": 128, "n": 512}, "float32", 2),
+    # (the matmuls batched: one kernel over the 2 KV heads)
+    assert calls == [("bmm", {"m": 1024, "k": 128, "n": 512, "batch": 2}, "float32", 1),
                      ("add", {"rows": 2048, "cols": 512}, "float32", 1),
                      ("softmax", {"rows": 2048, "cols": 512}, "float32", 1),
-                     ("matmul", {"m": 1024, "k": 512, "n": 128}, "float32", 2)]
+                     ("bmm", {"m": 1024, "k": 512, "n": 128, "batch": 2}, "float32", 1)]
     per_head = kernel_calls(op, 1, "unfused", {"unfused": {"gqa": "per_head", "dtype": "bfloat16"}})
-    assert (per_head[0].shape["m"], per_head[0].repeats, per_head[0].dtype) == (256, 8, "bfloat16")
+    assert (per_head[0].shape["m"], per_head[0].shape["batch"], per_head[0].dtype) == (256, 8, "bfloat16")
+    # LNC=2 splits the batch over the two cores
+    assert kernel_calls(op, 2, attention_impl="unfused")[0].shape["batch"] == 1
 
 
 class Timer:
-    """t = 1e-9 x (product of the shape's values) x (2 for matmul)."""
+    """t = 1e-9 x (product of the shape's values)."""
 
     def __call__(self, kernel, shape, dtype, target, hardware_file=None):
-        return 1e-9 * float(np.prod(list(shape.values()))) * (2 if kernel == "matmul" else 1)
+        return 1e-9 * float(np.prod(list(shape.values())))
 
 
 def test_unfused_time_is_the_sum_of_its_parts(tmp_path):
     op = Op(kind="attention", name="u", q_len=1, kv_len=512, head_dim=128, heads=8, kv_heads=2)
     # grids holding exactly the parts' shapes, so each part is a grid hit
-    grids = {"matmul": {"dtypes": ["float32"], "axes": [{"name": "m", "values": [4]},
-                                                        {"name": "k", "values": [128, 512]},
-                                                        {"name": "n", "values": [128, 512]}]},
+    grids = {"bmm": {"dtypes": ["float32"], "axes": [{"name": "batch", "values": [2]}, {"name": "m", "values": [4]},
+                                                     {"name": "k", "values": [128, 512]},
+                                                     {"name": "n", "values": [128, 512]}]},
              "softmax": {"dtypes": ["float32"], "axes": [{"name": "rows", "values": [8]},
                                                          {"name": "cols", "values": [512]}]}}
     costs = SimulatedOpCosts("trn2", cache_dir=str(tmp_path), timer=Timer(), lnc=1, grids=grids,
                              attention_impl="unfused")
     got = costs.time(op)
-    # 2 KV heads x QK^T [4,128]x[128,512] + softmax [8, 512] + 2 x PV [4,512]x[512,128]
-    want = 2 * 2e-9 * 4 * 128 * 512 + 1e-9 * 8 * 512 + 2 * 2e-9 * 4 * 512 * 128
+    # batched QK^T (2 KV heads x [4,128]x[128,512]) + softmax [8, 512] + batched PV (2 x [4,512]x[512,128])
+    want = 2 * 1e-9 * 4 * 128 * 512 + 1e-9 * 8 * 512 + 2 * 1e-9 * 4 * 512 * 128
     assert got.how == "simulated" and got.seconds == pytest.approx(want)
 
 

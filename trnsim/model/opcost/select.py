@@ -198,7 +198,8 @@ def attention_calls(op: Op, lnc: int = 1, impl: str = "fused",
 
 
 def _unfused_calls(op: Op, cfg: Mapping, heads: int, kvh: int, group: int, lnc: int) -> List[KernelCall]:
-    """scores = Q K^T, [mask add], softmax, P V: each its own kernel with its result in HBM."""
+    """scores = Q K^T, [mask add], softmax, P V: each its own kernel with its result in HBM; the two
+    matmuls are batched ones (one kernel over every sequence x KV head, as the framework issues them)."""
     dt = str(cfg["dtype"])
     if dt not in MATMUL_DTYPES or MATMUL_DTYPES[dt] is None:
         raise ConfigError(f"unfused attention dtype {dt!r} has no reference matmul", rule="dtype",
@@ -211,9 +212,16 @@ def _unfused_calls(op: Op, cfg: Mapping, heads: int, kvh: int, group: int, lnc: 
     q, kv, d = op.q_len, op.kv_len, op.head_dim
     rows = _split(heads * q, lnc)  # score rows on one physical core
     sdt = STREAM_DTYPES.get(dt, "bfloat16")
-    calls = [_matmul_call(m, d, kv, dt, reps, lnc)]
+    calls = [_bmm_call(m, d, kv, dt, reps, lnc)]
     if op.causal:
         calls.append(KernelCall("add", {"rows": rows, "cols": kv}, sdt, 1))
     calls.append(KernelCall("softmax", {"rows": rows, "cols": kv}, sdt, 1))
-    calls.append(_matmul_call(m, kv, d, dt, reps, lnc))
+    calls.append(_bmm_call(m, kv, d, dt, reps, lnc))
     return calls
+
+
+def _bmm_call(m: int, k: int, n: int, dt: str, reps: int, lnc: int) -> KernelCall:
+    """A batched matmul (one framework op over ``reps`` independent products) as one call of the
+    batched reference kernel, its batch split over the LNC cores (else the wider of m and n)."""
+    call = _matmul_call(m, k, n, dt, reps, lnc)
+    return KernelCall("bmm", dict(call.shape, batch=int(call.repeats)), dt, 1)
