@@ -1,8 +1,9 @@
-"""Builds the optional C extensions of the timing model and of the functional core; all metadata
-lives in pyproject.toml.
+"""Builds the optional C extensions of the timing model, the functional core and the trace's loop
+blocks; all metadata lives in pyproject.toml.
 
-Both are optional: without a compiler the install still succeeds and trnsim uses its pure-Python
-references (trnsim/timing/native.py and trnsim/nki/core/fastpath.py decide at import time)."""
+All are optional: without a compiler the install still succeeds and trnsim uses its pure-Python
+references (trnsim/timing/native.py, trnsim/nki/core/fastpath.py and trnsim/ir/loops.py
+decide at import time)."""
 import sys
 
 from setuptools import Extension, setup
@@ -20,4 +21,8 @@ setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"
                              depends=["trnsim/nki/core/_fastpath_queue.h"],
                              extra_compile_args=_FLAGS + ([] if sys.platform == "win32"
                                                           else ["-O3"]),
+                             optional=True),
+                   # the trace's loop-block kernels: expanding synthesized iterations, comparing
+                   # recorded ones (ir/loops.py falls back to Python without it)
+                   Extension("trnsim.ir._loops", ["trnsim/ir/_loops.c"], extra_compile_args=_FLAGS,
                              optional=True)])

@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..source import SourceLoc
-
+from . import loops
 from .engines import ENGINES  # noqa: F401  (re-exported from the one engine table)
 
-
-_new_tuple = tuple.__new__   # builds a NamedTuple from a full field tuple (NamedTuple._make)
 
 class Region(NamedTuple):
     """A rectangle of one memory touched by an instruction.
@@ -116,7 +114,8 @@ class LoopBlock:
     loop of a million iterations costs a few arrays, not a million records; ``materialize`` builds
     the records on demand.
     """
-    __slots__ = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n", "_plans")
+    __slots__ = ("template", "k0", "count", "deltas", "nlocal", "synth_first", "n", "_plans",
+                 "_packed")
 
     def __init__(self, template: Sequence["Instruction"], k0: int, count: int,
                  deltas: Sequence[Tuple[Tuple[int, int, int, int], ...]], nlocal: int):
@@ -129,7 +128,8 @@ class LoopBlock:
         self.nlocal = nlocal
         self.synth_first = reserve_synthetic_ids(nlocal * count) if nlocal else 0
         self.n = len(self.template) * count
-        self._plans: Optional[list] = None  # per template instruction, see _moving
+        self._plans: Optional[list] = None  # per template instruction (loops.records_py)
+        self._packed = None  # loops.pack's figures, False for the Python reference
 
     def local_id(self, c: int, rank: int) -> int:
         """Synthetic tensor id of body-local tile ``rank`` in synthesized iteration ``c``."""
@@ -138,47 +138,12 @@ class LoopBlock:
     def materialize(self, first_index: int, lo: int = 0, hi: Optional[int] = None
                     ) -> Iterator["Instruction"]:
         """Records ``lo .. hi`` of the block (block-relative), indexed from ``first_index``."""
-        L = len(self.template)
         hi = self.n if hi is None else hi
-        if lo >= hi:
-            return
-        # the hot path of reading synthesized iterations: records are built as plain tuples (no
-        # keyword _replace); a region that neither moves nor belongs to the iteration is the
-        # template's own (immutable) object; per-iteration figures advance once per template pass
-        template, nlocal = self.template, self.nlocal
-        plans = self._plans
-        if plans is None:
-            plans = self._plans = [None] * L
-        c, j = divmod(lo, L)
-        k = self.k0 + c
-        local = -(self.synth_first + c * nlocal)
-        for index in range(first_index + lo, first_index + hi):
-            ins = template[j]
-            regs, nr, moving = plans[j] or self._moving(j)
-            if moving:
-                regs = list(regs)
-                for i, r, dp, ds, de, rank in moving:
-                    regs[i] = _new_tuple(Region, (
-                        r[0], r[1] if rank < 0 else local - rank, r[2], r[3] + k * dp, r[4],
-                        r[5] + k * ds, r[6] + k * de, r[7], r[8], r[9], r[10]))
-            yield _new_tuple(Instruction, (index, ins[1], ins[2], tuple(regs[:nr]),
-                                           tuple(regs[nr:])) + ins[5:])
-            j += 1
-            if j == L:
-                j = 0
-                k += 1
-                local -= nlocal
-
-    def _moving(self, j: int) -> tuple:
-        """Template ``j``'s regions (reads then writes), how many are reads, and (position, region,
-        dpartition, dstart, dstop, rank) of each that moves or belongs to the iteration: worked out
-        on first use, once per block (a block read in part pays only for what it reads)."""
-        ins = self.template[j]
-        regs = ins[3] + ins[4]
-        got = self._plans[j] = (regs, len(ins[3]), tuple(
-            (i, r) + d for i, (r, d) in enumerate(zip(regs, self.deltas[j]))
-            if d[3] >= 0 or d[0] or d[1] or d[2]))
-        return got
+        if self._packed is None:  # the C kernels (loops.py) unless off or declined
+            self._packed = loops.pack(self.template, self.deltas)
+        if self._packed and lo < hi:
+            return loops.records(self, self._packed, first_index, lo, hi, Region, Instruction)
+        return loops.records_py(self, first_index, lo, hi, Region, Instruction)
 
     def record(self, index: int, pos: int) -> "Instruction":
         """Record ``pos`` of the block (block-relative), indexed ``index``."""

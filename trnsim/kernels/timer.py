@@ -2,6 +2,7 @@
 on the timing model and return its latency in seconds."""
 from __future__ import annotations
 
+import gc
 from typing import Mapping, Optional
 
 from ..errors import ConfigError
@@ -41,7 +42,16 @@ def run_reference(kernel: str, shape: Mapping[str, int], dtype: str, target: str
 def time_reference(kernel: str, shape: Mapping[str, int], dtype: str, target: str,
                    hardware_file: Optional[str] = None) -> float:
     """Seconds one reference kernel takes at ``shape`` on one NeuronCore of ``target``."""
-    return run_reference(kernel, shape, dtype, target, hardware_file).latency_ns * 1e-9
+    # the cyclic collector is paused for the run: it would walk the trace's records (immutable
+    # tuples, no cycles) again at every collection while they live; they die with the run, and
+    # the little cyclic garbage the run leaves is collected once the collector resumes
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return run_reference(kernel, shape, dtype, target, hardware_file).latency_ns * 1e-9
+    finally:
+        if was:
+            gc.enable()
 
 
 time_reference.versions = VERSIONS  # read by SimulatedOpCosts for its cache keys

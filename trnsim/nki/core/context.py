@@ -21,6 +21,7 @@ from .memory import Accountant, ManualMemory
 from .spill import insert_spills, needs_spill_plan
 from .storage import Storage
 from ...ir.engines import ENGINES
+from ...ir.loops import untrack
 from ...ir.trace import Instruction, Region, Trace
 
 # NamedTuples built with tuple.__new__ on the hot path: their own __new__ is a Python function
@@ -189,6 +190,7 @@ class KernelContext:
                 elif m == "psum":
                     self.psum.touch(r.tensor, idx, True)
         il.append(ins)
+        untrack(ins)  # no cycles in a record: the collector need not walk the trace
         return idx
 
     def _resolve_pending_zero(self, engine, reads, writes, loc) -> None:

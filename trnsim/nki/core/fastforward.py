@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from . import storage as _storage
+from ...ir import loops
 from ...ir.trace import Instruction, InstructionList, LoopBlock, peek_synthetic_id
 
 
@@ -90,7 +91,8 @@ def loop(ctx, r: range, on_iteration) -> Iterator[int]:
     yield r[n - 1]
     ins_list: InstructionList = ctx.trace.instructions
     seg_last = ins_list[last.pos:len(ins_list)]
-    if ctx.hbm_used == last.hbm and _predicts(template, deltas, n - 1 - s, seg_last, last):
+    if ctx.hbm_used == last.hbm and predicts(template, deltas, n - 1 - s, seg_last, last.sid,
+                                             last.synth):
         # iteration k is the template (iteration s) moved by k - s steps
         block = LoopBlock(template, _PROBE, n - 1 - first, deltas, nlocal)
         ins_list.insert_block(last.pos, block)
@@ -178,8 +180,27 @@ def _plan(ctx, snaps: Sequence[_Snap], end: _Snap):
     if L == 0 or bounds[2] - bounds[1] != L or bounds[3] - bounds[2] != L:
         return None
     segs = [ins_list[bounds[i]:bounds[i + 1]] for i in range(3)]
-    r0, r1, r2 = ranks = [{}, {}, {}]
-    (sid0, sid1, sid2), (sy0, sy1, sy2) = [s.sid for s in snaps], [s.synth for s in snaps]
+    got = compare(segs, tuple(s.sid for s in snaps), tuple(s.synth for s in snaps))
+    return None if got is None else (segs[0], got[0], got[1])
+
+
+def compare(segs: Sequence[list], sids: Sequence[int], synths: Sequence[int]):
+    """(per-region deltas, local-tile count) if the three recorded iterations ``segs`` are
+    regular, else None; ``sids`` / ``synths``: their snapshots' storage and synthetic ids (see
+    ``_Snap.is_local``).  The C kernel (ir/loops.py) when on, else ``compare_py``."""
+    mod = loops.module()
+    if mod is not None:
+        try:
+            return mod.plan(*segs, tuple(sids), tuple(synths))
+        except ValueError:  # records the C comparison does not handle: the reference
+            pass
+    return compare_py(segs, sids, synths)
+
+
+def compare_py(segs: Sequence[list], sids: Sequence[int], synths: Sequence[int]):
+    """The reference of ``compare``."""
+    r0, r1, r2 = [{}, {}, {}]
+    (sid0, sid1, sid2), (sy0, sy1, sy2) = sids, synths
     deltas = []
     # regions are compared by field position (Region: memory 0, tensor 1, partition 3,
     # partitions 4, start 5, stop 6, elements 7, dtype 8, contiguous 9, indirect 10): this loop
@@ -213,11 +234,26 @@ def _plan(ctx, snaps: Sequence[_Snap], end: _Snap):
                     return None
             d.append((dp, ds, de, rank))
         deltas.append(tuple(d))
-    return segs[0], deltas, len(r0)
+    return deltas, len(r0)
 
 
-def _predicts(template, deltas, k: int, seg: Sequence[Instruction], snap: _Snap) -> bool:
-    """Is ``seg`` (iteration ``k``, recorded) what the template and deltas predict?"""
+def predicts(template, deltas, k: int, seg: Sequence[Instruction], sid: int, synth: int) -> bool:
+    """Is ``seg`` (iteration ``k``, recorded after a snapshot with storage id ``sid`` and
+    synthetic id ``synth``) what the template and deltas predict?  The C kernel (ir/loops.py)
+    when on, else ``predicts_py``."""
+    if len(seg) != len(template):
+        return False
+    mod = loops.module()
+    if mod is not None:
+        try:
+            return mod.predicts(template, deltas, k, seg, sid, synth)
+        except ValueError:  # records the C comparison does not handle: the reference
+            pass
+    return predicts_py(template, deltas, k, seg, sid, synth)
+
+
+def predicts_py(template, deltas, k: int, seg: Sequence[Instruction], sid: int, synth: int) -> bool:
+    """The reference of ``predicts``."""
     if len(seg) != len(template):
         return False
     ranks: dict = {}
@@ -232,6 +268,7 @@ def _predicts(template, deltas, k: int, seg: Sequence[Instruction], snap: _Snap)
             if rank < 0:
                 if y[1] != x[1]:
                     return False
-            elif not snap.is_local(y[1]) or ranks.setdefault(y[1], len(ranks)) != rank:
+            elif not (y[1] > sid if y[1] > 0 else -y[1] >= synth) or \
+                    ranks.setdefault(y[1], len(ranks)) != rank:
                 return False
     return True
