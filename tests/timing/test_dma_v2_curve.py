@@ -79,3 +79,49 @@ def test_trn2_keeps_the_generic_curve():
     16 x 23 B/ns = 298.08 B/ns."""
     c = model("trn2").dma(load(2048))
     assert c.rate_bytes_per_ns == pytest.approx(298.08)
+
+
+def _store_then_load_trace():
+    """load A [128, 512] fp32; Vector copies it to U; store U; then (program order) load B
+    [128, 2048] fp32, which needs nothing and is 4x longer than the queues' gap before the store."""
+    a_hbm = Region("hbm", 1, "A", 0, 1, 0, 262144, 65536, "float32", 2048, False)
+    a = Region("sbuf", 2, "a", 0, 128, 0, 2048, 65536, "float32", 2048, False)
+    u = Region("sbuf", 3, "u", 0, 128, 0, 2048, 65536, "float32", 2048, False)
+    out = Region("hbm", 4, "O", 0, 1, 0, 262144, 65536, "float32", 2048, False)
+    b_hbm = Region("hbm", 5, "B", 0, 1, 0, 1048576, 262144, "float32", 8192, False)
+    b = Region("sbuf", 6, "b", 0, 128, 0, 8192, 262144, "float32", 8192, False)
+    t = Trace(target="trn1")
+    for k, (eng, op, r, w, free) in enumerate((("dma", "dma_copy", a_hbm, a, 512),
+                                               ("vector", "tensor_copy", a, u, 512),
+                                               ("dma", "dma_copy", u, out, 512),
+                                               ("dma", "dma_copy", b_hbm, b, 2048))):
+        t.append(Instruction(k, eng, op, (r,), (w,), 128, free, "float32", "float32", (), LOC, 0))
+    return t
+
+
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_a_ready_load_is_triggered_before_a_store_that_waits_on_compute(backend):
+    """By hand (trn1): load A 1,300 + 262,144 / 104.176 = 3,816.34 ns; the Vector copy 60 + 512 =
+    572 cycles at 1.12 GHz = 510.71 ns plus its 100-cycle latency (89.29 ns): done at 4,416.34; the
+    store is ready at 5,716.34 and would move its 256 KiB in 2,516.34 ns.  Load B (1 MiB,
+    10,065.71 ns) is ready at 1,300 but cannot fit the 1,900 ns gap from 3,816.34: in program order
+    it follows the store (8,232.68 -> 18,298.39); triggered first (the DMA stream reordered, as on
+    v2) it runs 3,816.34 -> 13,882.05 and the store follows (-> 16,398.39)."""
+    import dataclasses
+    from trnsim.timing import native
+    if backend == "native" and not native.available():
+        pytest.skip("C extension not built")
+    core, chip = get_core("trn1"), get_chip("trn1")
+    a_end = 1300 + 262144 / 104.176
+    copy_end = a_end + 572 / 1.12 + 100 / 1.12
+    store, b = 262144 / 104.176, 1048576 / 104.176
+    tl = schedule(_store_then_load_trace(), CostModel(core, chip), backend=backend)
+    assert tl.start[3] == pytest.approx(a_end) and tl.end[3] == pytest.approx(a_end + b)
+    assert tl.start[2] == pytest.approx(a_end + b) and tl.end[2] == pytest.approx(a_end + b + store)
+    t = core.timing
+    off = dataclasses.replace(core, timing=dataclasses.replace(
+        t, reorder=dataclasses.replace(t.reorder, dma_triggers=False)))
+    tl = schedule(_store_then_load_trace(), CostModel(off, chip), backend=backend)
+    assert tl.start[2] == pytest.approx(copy_end + 1300)
+    assert tl.start[3] == pytest.approx(copy_end + 1300 + store)
+    assert tl.end[3] == pytest.approx(copy_end + 1300 + store + b)

@@ -229,6 +229,9 @@ class ReorderTiming:
     of the next ``window_instructions - 1`` of its stream that is ready instead (timing/reorder.py)."""
     policy: str = "in_order"
     window_instructions: int = 1
+    # under ``window``: the DMA trigger stream too -- a later transfer (within the window of the
+    # DMA stream) whose inputs are produced before the next one's goes to the queues first
+    dma_triggers: bool = False
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,37 @@ static int hoist_loads(Sched *c, Look *L, Py_ssize_t j, Py_ssize_t i) {
     return 0;
 }
 
+/* scheduler.dma_ahead: before transfer i (inputs ready at ready_i) goes to the queues, place the
+   later transfers of the DMA stream e (within the window) whose inputs are produced sooner; -1 on
+   error */
+static int dma_ahead(Sched *c, Look *L, Py_ssize_t i, uint8_t e, double ready_i) {
+    const int32_t *sidx = L->sidx + L->soff[e];
+    Py_ssize_t len = L->soff[e + 1] - L->soff[e];
+    uint8_t *placed = L->placed;
+    Py_ssize_t h = L->head[e];
+    while (h < len && placed[sidx[h]]) h++;
+    L->head[e] = h;
+    if (h < len && sidx[h] == i) h++;
+    Py_ssize_t hi = len - h < L->window - 1 ? len : h + L->window - 1;
+    for (Py_ssize_t q = h; q < hi; q++) {
+        int32_t j = sidx[q];
+        if (placed[j]) continue;
+        int ok = 1;
+        for (int64_t k = L->dptr[j]; k < L->dptr[j + 1] && ok; k++) {
+            int32_t p = L->dind[k];
+            ok = p < i || placed[p];
+        }
+        if (!ok) continue;
+        double r = ready_for(L->dptr, L->dind, c->end, c->engs, j, e, L->sync_ns);
+        if (r < ready_i) {
+            c->engs[j] = e;
+            if (place_dma(c, j, c->sh[j], r) < 0) return -1;
+            placed[j] = 1;
+        }
+    }
+    return 0;
+}
+
 /* scheduler.issue_early: while engine e would idle before i (inputs ready at ready_i), issue the
    candidate of its stream that starts first (one whose loads would overtake an older ready
    transfer only when no other can); -1 on error */

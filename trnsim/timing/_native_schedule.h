@@ -271,6 +271,7 @@ static PyObject *py_schedule(PyObject *self, PyObject *args) {
         engs[i] = e;
         double ready = ready_for(dptr, dind, end, engs, i, e, sync_ns);
         if (skind[s] == KIND_DMA) {
+            if (look && reord[e] && dma_ahead(&c, &L, i, e, ready) < 0) goto done;
             if (place_dma(&c, i, s, ready) < 0) goto done;
         } else if (skind[s] == KIND_TENSOR) {
             /* the stationary operand is the first read; loading a new one costs more */

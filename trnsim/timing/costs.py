@@ -135,6 +135,8 @@ class CostModel:
         # engines whose streams may be reordered (their reads never collapse in deps.py); with a
         # window of 1 nothing is issued early: the in-order timeline (a test holds it to that)
         self.reorder_engines = REORDER_ENGINES if self.stream_order == "window" else ()
+        # the DMA trigger stream ordered by readiness too (scheduler.py: dma_ahead)
+        self.reorder_dma = bool(self.reorder_engines) and t.reorder.dma_triggers
         for name, fig in (("vector", t.vector), ("scalar", t.scalar), ("gpsimd", t.gpsimd)):
             if not 0.0 <= fig.bubble_overlap <= 1.0:
                 raise ConfigError(f"timing.{name}.bubble_overlap must be within [0, 1]",

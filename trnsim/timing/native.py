@@ -68,7 +68,8 @@ def schedule_encoded(enc: EncodedTrace, model: CostModel, deps: Optional[Sequenc
         th.throttle_start, th.throttle_ramp_ns, th.throttle_window_ns,
         th.throttle_min_utilization, GAP_WINDOW, tab.hidden, tab.alt_off, tab.alt_engine,
         tab.alt_occ, tab.alt_lat, tab.alt_hidden, tab.alt_ports, model.switch_margin_ns,
-        bytes(1 if e in model.reorder_engines else 0 for e in ENGINE_CODE), model.reorder_window,
+        bytes(1 if e in model.reorder_engines or (e == "dma" and model.reorder_dma) else 0
+              for e in ENGINE_CODE), model.reorder_window,
         ENGINE_CODE[IN_ORDER_ENGINE])
     (flops, bf16eq, hbm, dmab, throttled, g_ins, g_s, g_e, g_off, g_q, qbusy, qorder) = res
     qdtype = np.uint8 if nq <= 256 else np.uint16

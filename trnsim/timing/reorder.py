@@ -22,7 +22,11 @@ Its algorithm is not public; the model (``timing.reorder`` in cores.toml):
   engine is chosen when program order reaches it (assign.py scores each engine's queue as it
   stands then, before any early issue in front of it);
 - the Tensor engine stays in program order (its stationary-load reuse and dI/dt throttle follow
-  it), and so does Sync; DMA transfers already take gaps (rules.DmaQueues).
+  it); DMA transfers take gaps (rules.DmaQueues), and where the core's data says so
+  (``timing.reorder.dma_triggers``) the DMA trigger stream is ordered by readiness too: before a
+  transfer goes to the queues, the later transfers among the next ``window - 1`` of the DMA stream
+  whose inputs are produced sooner go first (a load ready from the start is triggered before a
+  store that waits on compute; a gap too short for it would otherwise push it behind the store).
 
 A gap-filling placement (des.GapResource) does not capture this: the idle gaps a dependent chain
 leaves (~100 ns) are shorter than any instruction that could fill them (~1 us for 512 fp32

@@ -4,7 +4,9 @@ Each compute engine runs its instructions in program order; an instruction start
 is free and every instruction it depends on (deps.py) has produced its result.  Under the
 ``window`` stream order (``timing.reorder``) the order of the Vector / Scalar / GpSimd streams is
 the compiler's: an engine that would idle until its next instruction's inputs are ready issues a
-later ready instruction of its stream instead, at most ``window - 1`` places ahead (reorder.py).
+later ready instruction of its stream instead, at most ``window - 1`` places ahead (reorder.py);
+where ``timing.reorder.dma_triggers`` is set, the DMA trigger stream too (a later transfer whose
+inputs are produced sooner goes to the queues first).
 A DMA instruction spreads over ``ceil(P / 8)`` of the 16 DMA queues [DMAOV]; each queue is FIFO,
 the transfer pays the fixed descriptor/semaphore latency [DMABW] (overlapped with earlier transfers
 on the queue) and moves its bytes at the engines' rate times the DMA efficiency of its contiguous
@@ -77,7 +79,8 @@ def schedule_py(trace: Trace, model: CostModel,
     instrs = trace.instructions
     look = None
     if model.reorder_window > 1 and model.reorder_engines:
-        look = Lookahead(instrs, model.reorder_engines, model.reorder_window, deps)
+        streams = model.reorder_engines + (("dma",) if model.reorder_dma else ())
+        look = Lookahead(instrs, streams, model.reorder_window, deps)
 
     def place_dma(i, ins, ready):
         c = model.dma(ins)
@@ -97,6 +100,20 @@ def schedule_py(trace: Trace, model: CostModel,
         start[i] = s
         busy_end[i] = s + occ
         end[i] = s + occ + cost.latency_ns
+
+    def dma_ahead(i, ready_i):
+        """Before transfer ``i`` (inputs ready at ``ready_i``) goes to the queues, trigger the later
+        transfers of the DMA stream (within the window) whose inputs are produced sooner: the
+        compiler orders the trigger stream as it orders the compute streams."""
+        placed = look.placed
+        for j in look.candidates(i, "dma"):
+            if any(p >= i and not placed[p] for p in deps[j]):
+                continue
+            r = _ready(deps[j], end, engines, "dma", sync_ns)
+            if r < ready_i:
+                engines[j] = "dma"
+                place_dma(j, instrs[j], r)
+                placed[j] = 1
 
     def hoist_loads(hoist):
         """Place the loads the compiler issues early for an instruction issued early."""
@@ -153,6 +170,8 @@ def schedule_py(trace: Trace, model: CostModel,
         engines[i] = eng
         ready = _ready(deps[i], end, engines, eng, sync_ns)
         if eng == "dma":
+            if look is not None and model.reorder_dma:
+                dma_ahead(i, ready)
             place_dma(i, ins, ready)
         elif eng == "tensor":
             s, occ, cost = pe.issue(ins, ready)
