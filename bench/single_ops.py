@@ -12,7 +12,9 @@ derivation (how each shape field not stated verbatim was read, or why the row is
 trn2 rows: the op is built as the model layer builds it, ``trnsim.model.opcost.select.kernel_call`` picks
 the reference kernel, its shape on one physical core and the repeat count (LNC=2 splits heads, or the
 wider matmul dimension, over the two cores), and ``trnsim.kernels.time_reference`` simulates that exact
-shape on the trn2 timing model (no interpolation, no op-cost cache): predicted = repeats x kernel time.
+shape on the trn2 timing model (no interpolation, no op-cost cache): predicted = repeats x kernel time,
+times the Neuron compiler's factor (``trnsim.model.opcost.codegen``, calibrated on P226) for a GEMM a
+framework compiled (eager / XLA rows; a row whose source names an NKI kernel ran hand-written code).
 H100 rows: the same ``Op`` through the GPU op-cost models, ``GpuServingCosts`` (per-op serving
 factors) and ``GpuOpCosts`` (training's lumped step factors).  The serving factors were fitted to these
 H100 rows (serving.toml sources P250, P235, P239, P243, P245), so the H100 serving column is in-sample.
@@ -30,6 +32,7 @@ from trnsim.errors import TrnsimError
 from trnsim.kernels import time_reference
 from trnsim.model.gpu.costs import GpuOpCosts
 from trnsim.model.gpu.serving_costs import GpuServingCosts
+from trnsim.model.opcost.codegen import codegen_scale
 from trnsim.model.opcost.select import kernel_call
 from trnsim.model.ops import Op
 
@@ -67,12 +70,27 @@ def build_op(r) -> Op:
     raise ValueError(f"row {r['id']}: no op builder for {r['op']!r}")
 
 
+def row_codegen(r) -> str:
+    """Who wrote the code the row ran: its ``codegen`` column where it has one, else ``nki`` when
+    the row's source or published figure names an NKI kernel (a hand-written kernel repository),
+    else ``framework`` (torch-neuronx eager / torch-xla: the Neuron compiler's code)."""
+    if r.get("codegen"):
+        return r["codegen"]
+    text = " ".join(r.get(k) or "" for k in ("source", "published_as")).lower()
+    return "nki" if "nki" in text else "framework"
+
+
 def predict_trn2(r):
-    """(seconds, how) for a trn2 row: repeats x the reference kernel simulated at its exact shape."""
+    """(seconds, how) for a trn2 row: repeats x the reference kernel simulated at its exact shape,
+    x the compiler's factor where a framework compiled the op (model/opcost/data/codegen.toml)."""
     call = kernel_call(build_op(r), r["lnc"] or 1)
     secs = time_reference(call.kernel, call.shape, call.dtype, "trn2")
+    scale = codegen_scale(call.kernel, "trn2", row_codegen(r))
     shape = ",".join(f"{k}={v}" for k, v in call.shape.items())
-    return secs * call.repeats, f"{call.repeats:g} x {call.kernel}({shape}) {call.dtype}"
+    how = f"{call.repeats:g} x {call.kernel}({shape}) {call.dtype}"
+    if scale != 1.0:
+        how += f" x {scale:g} compiler"
+    return secs * call.repeats * scale, how
 
 
 def _err(pred_s: float, pub_us: float) -> float:

@@ -56,6 +56,10 @@ CASES = {
                                     "tiny DMAs: the fixed cost dominates"),
     "timing.dma.transpose_sbuf_efficiency": ("v3", "sbuf_dma_transpose", lambda: (np.ones((128, 128), bf16),),
                                              "0.05", "the SBUF-sourced transpose's rate"),
+    "timing.dma.hbm_efficiency": ("v2", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),), "[0.1, 0.1]",
+                                  "the HBM loads and stores of trn1's calibrated curve"),
+    "timing.dma.hbm_efficiency_bytes": ("v2", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
+                                        "[16384, 32768]", "8 KiB per partition falls below the curve: half rate"),
     "timing.ports.vector_gpsimd_share_sbuf": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
                                               "true", "Vector and GpSimd overlap on SBUF"),
     "timing.ports.vector_scalar_share_psum": ("v3", "vector_and_scalar_psum", lambda: (np.ones((128, 512), f32),),
@@ -67,7 +71,7 @@ CASES = {
     "timing.gpsimd.two_input_min_free": ("v3", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),
                                          "4096", "2048-element tensor_tensor: at or under the threshold, one pass"),
 }
-TARGET = {"v3": "trn2", "v4": "trn3"}
+TARGET = {"v2": "trn1", "v3": "trn2", "v4": "trn3"}
 _n = itertools.count()
 _traces: dict = {}
 

@@ -38,6 +38,8 @@ CONDITIONAL = {
     "timing.vector.fp8_on_16bit_path": "FP8 copies and tensor_tensor ops on Vector/Scalar (the probes use bf16/fp32)",
     "timing.dma.hwdge_latency_ns": "DMAs issued through the hardware DGE",
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
+    "timing.dma.hbm_efficiency": "a generation with an HBM curve of its own (v2; v3 has none)",
+    "timing.dma.hbm_efficiency_bytes": "a generation with an HBM curve of its own (v2; v3 has none)",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",
     "timing.ports.vector_scalar_share_psum": "Vector and Scalar PSUM accesses that overlap in time",
     "timing.gpsimd.bubble_overlap": "GpSimd instructions queued behind another GpSimd instruction",

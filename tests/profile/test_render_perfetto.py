@@ -150,15 +150,19 @@ def test_dma_slices_carry_bytes_contiguity_efficiency_and_queue(double):
     assert len(load) == min(spec.dma_engines, math.ceil(128 / d.partitions_per_engine))
     assert sorted(x["args"]["queue"] for x in load) == sorted(t - 1 for (p, t), xs in slices.items()
                                                               if p == pd and any(x in xs for x in load))
-    # efficiency: the FIG-DMA curve interpolated in log2(bytes) at 4096, over the calibrated floor
-    xs, ys = [math.log2(b) for b in d.efficiency_bytes], list(d.efficiency)
+    # efficiency: an HBM load, so the core's own HBM curve where it has one (trn1: calibrated, no
+    # floor), else the FIG-DMA curve over its calibrated floor, interpolated in log2(bytes) at 4096
+    own = bool(d.hbm_efficiency)
+    xs = [math.log2(b) for b in (d.hbm_efficiency_bytes if own else d.efficiency_bytes)]
+    ys = list(d.hbm_efficiency if own else d.efficiency)
     x = math.log2(4096)
     if x >= xs[-1]:
         y = ys[-1]
     else:
         j = next(k for k in range(1, len(xs)) if xs[k] >= x)
         y = ys[j - 1] + (x - xs[j - 1]) / (xs[j] - xs[j - 1]) * (ys[j] - ys[j - 1])
-    want = d.efficiency_floor + (1 - d.efficiency_floor) * y
+    floor = 0.0 if own else d.efficiency_floor
+    want = floor + (1 - floor) * y
     assert {x["args"]["efficiency"] for x in load} == {round(want, 4)}
     assert all(threads[(pd, x["tid"])] == f"DMA q{x['args']['queue']}" for x in load)
 

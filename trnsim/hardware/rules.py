@@ -210,12 +210,15 @@ def check_core(core, file: str) -> None:
                                 rule="hardware-file-range", limit=f"< {s.sbuf.bytes_per_partition}",
                                 value=s.sbuf.reserved_bytes_per_partition)
     d = s.timing.dma
-    if len(d.efficiency) != len(d.efficiency_bytes) or list(d.efficiency_bytes) != sorted(set(d.efficiency_bytes)) \
-            or any(not 0 < e <= 1 for e in d.efficiency):
-        raise HardwareFileError(f"{file}: core {s.key}: timing.dma.efficiency needs one fraction in (0, 1] "
-                                f"per entry of the increasing timing.dma.efficiency_bytes",
-                                rule="hardware-file-range", limit=len(d.efficiency_bytes),
-                                value=len(d.efficiency))
+    for name in ("efficiency", "hbm_efficiency"):
+        ys, xs = getattr(d, name), getattr(d, name + "_bytes")
+        if name == "hbm_efficiency" and not ys and not xs:
+            continue    # no curve of its own: the efficiency curve serves HBM transfers too
+        if len(ys) != len(xs) or not xs or list(xs) != sorted(set(xs)) or any(x <= 0 for x in xs) \
+                or any(not 0 < e <= 1 for e in ys):
+            raise HardwareFileError(f"{file}: core {s.key}: timing.dma.{name} needs one fraction in (0, 1] "
+                                    f"per entry of the increasing positive timing.dma.{name}_bytes",
+                                    rule="hardware-file-range", limit=len(xs), value=len(ys))
     if not s.lnc or any(n <= 0 for n in s.lnc) or 1 not in s.lnc:
         raise HardwareFileError(f"{file}: core {s.key}: lnc must list positive core counts, 1 among them",
                                 rule="hardware-file-range", limit="e.g. [1, 2]", value=list(s.lnc))

@@ -191,6 +191,10 @@ class DmaTiming:
     hwdge_latency_ns: float
     transpose_hbm_efficiency: float
     transpose_sbuf_efficiency: float
+    # the curve of transfers with an HBM side where a generation has its own (calibrated on measured
+    # rows); empty: the efficiency curve above for every transfer
+    hbm_efficiency_bytes: Tuple[float, ...] = ()
+    hbm_efficiency: Tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

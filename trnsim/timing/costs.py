@@ -147,8 +147,13 @@ class CostModel:
         self.hbm_bytes_per_ns = chip.hbm_bandwidth_bytes_per_s / 1e9 / chip.cores
         self.dma_engines = core.dma_engines
         self.pe_peak_flops_per_ns = tensor_peak_flops_per_ns(core)
-        self._eff_x = [math.log2(x) for x in t.dma.efficiency_bytes]
-        self._eff_y = list(t.dma.efficiency)
+        # (log2 chunk bytes, efficiency, floor) per curve: the generic figure, and the curve of
+        # transfers with an HBM side where the generation has one of its own (calibrated, no floor)
+        fig = ([math.log2(x) for x in t.dma.efficiency_bytes], list(t.dma.efficiency),
+               list(t.dma.efficiency_bytes), t.dma.efficiency_floor)
+        own = t.dma.hbm_efficiency
+        self._curves = (fig, ([math.log2(x) for x in t.dma.hbm_efficiency_bytes], list(own),
+                              list(t.dma.hbm_efficiency_bytes), 0.0) if own else fig)
         self._memo: dict = {}
         self._auto_memo: dict = {}
         self._mm_memo: dict = {}
@@ -306,22 +311,25 @@ class CostModel:
         return tuple(got) if len(got) > 1 else ()
 
     # -- DMA ------------------------------------------------------------------------------
-    def efficiency(self, chunk_bytes: float) -> float:
-        """DMA efficiency for a contiguous chunk (log-interpolated FIG-DMA curve, rescaled by the
-        calibrated floor of the figure's unlabeled axis)."""
-        got = self._eff_memo.get(chunk_bytes)
+    def efficiency(self, chunk_bytes: float, hbm: bool = False) -> float:
+        """DMA efficiency for a contiguous chunk: the log-interpolated FIG-DMA curve, rescaled by the
+        calibrated floor of the figure's unlabeled axis; with ``hbm`` (the transfer reads or writes
+        HBM) the generation's own HBM curve where it has one (``timing.dma.hbm_efficiency``)."""
+        key = (chunk_bytes, hbm)
+        got = self._eff_memo.get(key)
         if got is None:
-            got = self._eff_memo[chunk_bytes] = self._efficiency(chunk_bytes)
+            got = self._eff_memo[key] = self._efficiency(chunk_bytes, self._curves[1 if hbm else 0])
         return got
 
-    def _efficiency(self, chunk_bytes: float) -> float:
-        d = self.t.dma
+    @staticmethod
+    def _efficiency(chunk_bytes: float, curve) -> float:
+        xs, ys, raw_x, floor = curve
         if chunk_bytes <= 0:
-            return d.efficiency_floor + (1 - d.efficiency_floor) * self._eff_y[0]
+            return floor + (1 - floor) * ys[0]
         x = math.log2(chunk_bytes)
-        xs, ys = self._eff_x, self._eff_y
         if x <= xs[0]:
-            y = ys[0] * chunk_bytes / d.efficiency_bytes[0]  # below the figure: proportional
+            # below the curve: proportional (each descriptor costs the time of the smallest one)
+            y = ys[0] * min(1.0, chunk_bytes / raw_x[0])
         elif x >= xs[-1]:
             y = ys[-1]
         else:
@@ -330,7 +338,7 @@ class CostModel:
                 j += 1
             f = (x - xs[j - 1]) / (xs[j] - xs[j - 1])
             y = ys[j - 1] + f * (ys[j] - ys[j - 1])
-        return d.efficiency_floor + (1.0 - d.efficiency_floor) * y
+        return floor + (1.0 - floor) * y
 
     def dma(self, ins: Instruction) -> DmaCost:
         """Bytes, queues, rate (engines x per-engine rate x efficiency, capped by the HBM share)
@@ -358,13 +366,13 @@ class CostModel:
         for reg in (r, w):
             if reg is not None:
                 chunk = min(chunk, reg.contiguous)
-        eff = self.efficiency(chunk)
+        hbm = sum(1 for reg in (r, w) if reg is not None and reg.memory == "hbm")
+        eff = self.efficiency(chunk, hbm > 0)
         if ins.attr("transpose") or transpose_class:
             src_on_chip = r is not None and r.memory != "hbm"
             eff *= d.transpose_sbuf_efficiency if src_on_chip else d.transpose_hbm_efficiency
         engines = max(1, min(self.dma_engines, math.ceil(parts / d.partitions_per_engine)))
         rate = engines * d.engine_bytes_per_ns * eff
-        hbm = sum(1 for reg in (r, w) if reg is not None and reg.memory == "hbm")
         if hbm:
             rate = min(rate, self.hbm_bytes_per_ns / hbm)
         # the nki front end records the mode as dge_mode (the ISA's keyword); "dge" kept for traces

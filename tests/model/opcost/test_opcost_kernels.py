@@ -18,7 +18,9 @@ def _run(name, shape, dtype, arrays):
     return ks.load()(*arrays, **kw)
 
 
-@pytest.mark.parametrize("m,k,n", [(256, 256, 1024), (16, 128, 128), (128, 384, 512)])
+# (16, 256, 4096) and (256, 256, 2048) hold lhsT across two column blocks (HOLD_A)
+@pytest.mark.parametrize("m,k,n", [(256, 256, 1024), (16, 128, 128), (128, 384, 512), (16, 256, 4096),
+                                   (256, 256, 2048)])
 def test_matmul_bf16(m, k, n):
     a = RNG.standard_normal((k, m)).astype(ml_dtypes.bfloat16)
     b = RNG.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
