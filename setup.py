@@ -2,8 +2,8 @@
 blocks; all metadata lives in pyproject.toml.
 
 All are optional: without a compiler the install still succeeds and trnsim uses its pure-Python
-references (trnsim/timing/native.py, trnsim/nki/core/fastpath.py and trnsim/ir/loops.py
-decide at import time)."""
+references (trnsim/timing/native.py, trnsim/nki/core/fastpath.py, trnsim/ir/loops.py and
+trnsim/source.py decide at import time)."""
 import sys
 
 from setuptools import Extension, setup
@@ -25,4 +25,8 @@ setup(ext_modules=[Extension("trnsim.timing._native", ["trnsim/timing/_native.c"
                    # the trace's loop-block kernels: expanding synthesized iterations, comparing
                    # recorded ones (ir/loops.py falls back to Python without it)
                    Extension("trnsim.ir._loops", ["trnsim/ir/_loops.c"], extra_compile_args=_FLAGS,
+                             optional=True),
+                   # the user's source line of every traced instruction (source.py falls back to
+                   # its Python walk without it)
+                   Extension("trnsim._source", ["trnsim/_source.c"], extra_compile_args=_FLAGS,
                              optional=True)])

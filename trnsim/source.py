@@ -65,6 +65,18 @@ def user_loc(depth: int = 2) -> SourceLoc:
     return frame_loc(f)
 
 
+user_loc_py = user_loc  # the reference of the C walk below (tests compare the two)
+try:
+    from . import _source as _c
+except ImportError:  # not built (no compiler at install time)
+    _c = None
+if _c is not None and os.environ.get("TRNSIM_NATIVE", "").strip().lower() not in (
+        "0", "false", "off", "no"):
+    # every traced instruction asks for its line: the walk in C, with this module's caches
+    _c.setup(_internal_cache, is_internal, _loc_cache, SourceLoc, _UNKNOWN)
+    user_loc = _c.user_loc  # noqa: F811
+
+
 def frame_loc(f: Optional[types.FrameType]) -> SourceLoc:
     """The (file, line, function) frame ``f`` is at (unknown for None); interned."""
     if f is None:

@@ -61,7 +61,7 @@ def test_ladder_kernels_identical_with_fast_forward(name):
     assert estimate_run(off).latency_ns == estimate_run(ff).latency_ns
 
 
-def test_partial_last_tile_runs_middle_iterations_in_program_order():
+def test_partial_last_tile_keeps_the_middle_synthesized():
     nki, nl, nisa = _legacy()
 
     @nki.jit
@@ -77,11 +77,62 @@ def test_partial_last_tile_runs_middle_iterations_in_program_order():
 
     x = np.zeros((128 * 7 + 40, 64), np.float32)
     off, ff = _both(k, x)
-    assert not ff.traces[0].instructions.blocks   # the last tile is partial: nothing synthesized
+    # 8 tiles, the last partial: 0-2 probed, 7 differs from the prediction, 6 does not, so
+    # 3-5 are synthesized and 6, 7 run (in program order after the block)
+    blocks = ff.traces[0].instructions.blocks
+    assert [b.count for b in blocks] == [3]
     assert _canon(off.traces[0]) == _canon(ff.traces[0])
     # the partial (masked, so indirect) tile is the last one in program order
     loads = [ins for ins in ff.traces[0] if ins.opcode == "dma_copy" and ins.reads[0].name == "x"]
     assert [ins.reads[0].indirect for ins in loads] == [False] * 7 + [True]
+
+
+def test_last_two_iterations_special_run_the_middle_in_program_order():
+    nki, nl, nisa = _legacy()
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+        for i in nl.sequential_range(9):
+            t = nl.load(x[i * 128:(i + 1) * 128, :])
+            if i >= 7:  # the last two iterations do more: nothing is synthesized
+                t = nl.exp(t)
+            acc[...] = nl.add(acc, t)
+        nl.store(out, value=acc)
+        return out
+
+    off, ff = _both(k, np.zeros((9 * 128, 64), np.float32))
+    assert not ff.traces[0].instructions.blocks
+    assert _canon(off.traces[0]) == _canon(ff.traces[0])
+    assert [ins.opcode for ins in ff.traces[0]].count("activation") == 2
+    assert estimate_run(off).latency_ns == estimate_run(ff).latency_ns
+
+
+def test_diagonal_tile_keeps_the_inner_loop_synthesized():
+    """A triangular loop nest (causal attention's shape): inner loop i runs i + 1 tiles and its
+    last one, on the diagonal, does more; so the last iteration differs from the prediction, the
+    one before it does not, and the tiles in between are synthesized."""
+    nki, nl, nisa = _legacy()
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(8):
+            for j in nl.sequential_range(i + 1):
+                t = nl.load(x[j * 128:(j + 1) * 128, :])
+                if j == i:
+                    t = nl.exp(t)
+                acc[...] = nl.add(acc, t)
+        nl.store(out, value=acc)
+        return out
+
+    off, ff = _both(k, np.zeros((8 * 128, 64), np.float32), target="trn2")
+    # inner loops of 6, 7, 8 tiles: 0-2 probed, the last two run, 1, 2, 3 synthesized
+    assert [b.count for b in ff.traces[0].instructions.blocks] == [1, 2, 3]
+    assert _canon(off.traces[0]) == _canon(ff.traces[0])
+    assert estimate_run(off).latency_ns == estimate_run(ff).latency_ns
 
 
 def test_iteration_dependent_python_branch_is_not_synthesized():

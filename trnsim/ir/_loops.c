@@ -373,8 +373,10 @@ static PyObject *plan_one(PyObject *a, PyObject *b, PyObject *c, const long long
         PyObject *t = tuple4(dp, ds, de, rank);
         if (!t)
             goto err;
+        untrack(t, 1); /* integers only: the collector need not walk a block's deltas */
         PyTuple_SET_ITEM(d, i, t);
     }
+    untrack(d, 1);
     return d;
 irregular:
     Py_DECREF(d);

@@ -274,7 +274,7 @@ class InstructionList(Sequence):
             if isinstance(seg, list):
                 for k, ins in enumerate(seg):
                     if ins.index != pos + k:
-                        seg[k] = ins._replace(index=pos + k)
+                        seg[k] = _with_fields(ins, ((0, pos + k),))
             pos += n
         if not isinstance(segs[-1], list):
             segs.append([])
@@ -320,11 +320,27 @@ class InstructionList(Sequence):
         del self._starts[a:b]
         self._segs.extend(moved)
         self._starts.extend([0] * len(moved))
-        self._renumber()
+        self._renumber(a)  # the segments before the moved ones keep their places
 
 
 def _seg_len(seg) -> int:
     return len(seg) if isinstance(seg, list) else seg.n
+
+
+_FIELD = {f: i for i, f in enumerate(Instruction._fields)}
+
+
+def _with_fields(ins, changes) -> "Instruction":
+    """``ins`` with fields replaced (``(position, value)`` pairs): ``_replace`` without its
+    keyword machinery for Instructions (the hot path of patching and renumbering records)."""
+    if type(ins) is not Instruction:
+        return ins._replace(**{Instruction._fields[i]: v for i, v in changes})
+    vals = list(ins)
+    for i, v in changes:
+        vals[i] = v
+    out = tuple.__new__(Instruction, vals)
+    loops.untrack(out)  # no cycles in a record (see KernelContext.record)
+    return out
 
 
 @dataclass
@@ -383,7 +399,11 @@ class Trace:
     def patch(self, i: int, **changes) -> None:
         """Replace fields of instruction ``i`` (used when a result is written straight into its
         destination, e.g. ``x[...] = nisa.activation(...)``)."""
-        self.instructions[i] = self.instructions[i]._replace(**changes)
+        bad = [k for k in changes if k not in _FIELD]
+        if bad:
+            raise ValueError(f"Got unexpected field names: {bad!r}")
+        self.instructions[i] = _with_fields(self.instructions[i],
+                                            [(_FIELD[k], v) for k, v in changes.items()])
 
     def add_remap(self, windows: List[Tuple[int, int, int]]) -> None:
         """Record an index remapping (``(lo, hi, delta)`` windows within the current length)."""

@@ -86,27 +86,62 @@ def loop(ctx, r: range, on_iteration) -> Iterator[int]:
             yield r[k]
         return
     template, deltas, nlocal = plan
-    last = _Snap(ctx)
-    on_iteration(n - 1)
-    yield r[n - 1]
     ins_list: InstructionList = ctx.trace.instructions
-    seg_last = ins_list[last.pos:len(ins_list)]
-    if ctx.hbm_used == last.hbm and predicts(template, deltas, n - 1 - s, seg_last, last.sid,
-                                             last.synth):
-        # iteration k is the template (iteration s) moved by k - s steps
-        block = LoopBlock(template, _PROBE, n - 1 - first, deltas, nlocal)
-        ins_list.insert_block(last.pos, block)
-        _remap(ctx, [(last.pos, last.pos + len(seg_last), block.n)])
-        return
-    # the last iteration differs from the prediction: run the middle ones for real too
-    mid = len(ins_list)
-    for k in range(first, n - 1):
+    # the last iteration, then (when it differs from the prediction) the one before it: a loop
+    # whose last iteration alone is special (a tile crossing a causal diagonal) keeps the rest
+    # synthesized.  ``ends``: (start, iteration) of each, in the order they ran
+    ends: List[Tuple[int, int]] = []
+    for k in (n - 1, n - 2):
+        if ends and k <= first:
+            break  # nothing left between the probes and this iteration to synthesize
+        snap = _Snap(ctx)
         on_iteration(k)
         yield r[k]
-    end_pos = len(ins_list)
-    if end_pos > mid:
-        ins_list.move_to_end(last.pos, mid)
-        _remap(ctx, [(last.pos, mid, end_pos - mid), (mid, end_pos, -(mid - last.pos))])
+        ends.append((snap.pos, k))
+        seg = ins_list[snap.pos:len(ins_list)]
+        if ctx.hbm_used == snap.hbm and predicts(template, deltas, k - s, seg, snap.sid,
+                                                 snap.synth):
+            # iterations first .. k-1 are the template (iteration s) moved by their distance
+            _program_order(ctx, ends)
+            block = LoopBlock(template, _PROBE, k - first, deltas, nlocal)
+            pos = ends[0][0]
+            end = len(ins_list)
+            ins_list.insert_block(pos, block)
+            _remap(ctx, [(pos, end, block.n)])
+            return
+    # the end iterations differ from the prediction: run the middle ones for real too
+    mid = len(ins_list)
+    for k in range(first, ends[-1][1]):
+        on_iteration(k)
+        yield r[k]
+    _program_order(ctx, ends + [(mid, -1)])
+
+
+def _program_order(ctx, pieces: List[Tuple[int, int]]) -> None:
+    """Put iterations that ran out of order back in program order: ``pieces`` are (start,
+    iteration) in the order they were recorded, each running to the next one's start (the last
+    to the trace's end); iteration -1 is the run of middle iterations, which comes first."""
+    ins_list = ctx.trace.instructions
+    end = len(ins_list)
+    bounds = [p for p, _ in pieces] + [end]
+    spans = [(bounds[i], bounds[i + 1], k) for i, (_, k) in enumerate(pieces)
+             if bounds[i + 1] > bounds[i]]
+    want = sorted(spans, key=lambda x: x[2])
+    if [x[2] for x in want] == [x[2] for x in spans]:
+        return
+    windows, at = [], bounds[0]
+    for lo, hi, _ in want:
+        windows.append((lo, hi, at - lo))
+        at += hi - lo
+    order = list(spans)  # current layout, moved piece by piece to the end in program order
+    for x in want:
+        i = order.index(x)
+        if i == len(order) - 1:
+            continue  # already at the end
+        lo = bounds[0] + sum(y[1] - y[0] for y in order[:i])
+        ins_list.move_to_end(lo, lo + x[1] - x[0])
+        order.append(order.pop(i))
+    _remap(ctx, [w for w in windows if w[2]])
 
 
 def _probe(ctx, r: range, k: int, on_iteration, snaps: List[_Snap], borns: List[list]):
