@@ -86,6 +86,12 @@ def _matmul(s, dt):
     return (_zeros((k, m), dt), _zeros((k, n), dt)), kw
 
 
+# keys per flash-attention section, and the key length above which sections are used (the public
+# NKI library's context-encoding kernel: 8 Ki-key sections above 10 Ki keys, one section below)
+ATTN_SECTION = 8192
+ATTN_SECTION_THRESHOLD = 10240
+
+
 def _attention(s, dt):
     q, kv, d, causal = s["q_len"], s["kv_len"], s["head_dim"], bool(s.get("causal", 0))
     if d > 128:
@@ -95,7 +101,11 @@ def _attention(s, dt):
     if tk > 128 and tk % 128:
         raise _bad("attention", "kv_len under 512 must be a multiple of 128 or under 128", kv, 128)
     # causal with q_len > kv_len (first queries see no key) only serves as an interpolation corner
-    kw = dict(causal=causal, TQ=tq, TK=tk, G=_block(q, tq, 4))
+    kw = dict(causal=causal, TQ=tq, TK=tk)
+    if np.dtype(dt).itemsize > 2:
+        # 4-byte P and scores take twice the SBUF: half-length key sections (the library halves its
+        # Q groups per load for fp32 for the same reason)
+        kw.update(SEC=ATTN_SECTION // 2, SECTION_THRESHOLD=ATTN_SECTION_THRESHOLD // 2)
     return (_zeros((d, q), dt), _zeros((d, kv), dt), _zeros((kv, d), dt)), kw
 
 
@@ -127,7 +137,7 @@ def _norm_params(n_params):
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
     KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 3, _matmul, DTYPES),
-    KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
+    KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 3,
                _attention),
     KernelSpec("rmsnorm", "norms:rmsnorm_kernel", ("rows", "cols"), 1, _rows("rmsnorm", 1, _norm_params(1))),
     KernelSpec("layernorm", "norms:layernorm_kernel", ("rows", "cols"), 1,

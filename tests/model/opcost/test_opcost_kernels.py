@@ -149,18 +149,34 @@ def _counts(shape):
 
 @pytest.mark.parametrize("causal", [0, 1])
 def test_flash_attention_skips_key_tiles_past_the_diagonal(causal):
-    # q = kv = 1024, 128-row query tiles in groups of 4 (512 rows), 512-wide key tiles.  By hand:
-    # causal, group 0 (rows 0-511) sees key tile 0 only, group 1 (rows 512-1023) tiles 0 and 1:
-    # 4 x (1 + 2) = 12 (query tile, key tile) pairs; not causal 4 x (2 + 2) = 16.  Each pair is one
-    # 512-wide QK matmul and one 512-wide exp, and 4 transposes + 4 PV matmuls of 128 key rows.
-    # The tiles that cross the diagonal (4 in group 0's tile 0, 4 in group 1's tile 1) are masked.
+    # q = kv = 1024: 8 query groups of 128 rows, 512-wide key tiles.  By hand: causal, group g's last
+    # row is 128 g + 127, so groups 0-3 see key tile 0 only and groups 4-7 tiles 0 and 1:
+    # 4 x 1 + 4 x 2 = 12 (group, key tile) pairs; not causal 8 x 2 = 16.  Each pair is one 512-wide
+    # QK matmul, one 512-wide exp and ONE DMA transpose of the whole exp tile.  P V runs per 128-key
+    # chunk starting at or before the last row: causal 1 + 2 + ... + 8 = 36 chunks, else 8 x 8 = 64.
+    # The tiles that cross the diagonal (tile 0 of groups 0-3, tile 1 of groups 4-7) are masked.
     c = _counts({"q_len": 1024, "kv_len": 1024, "head_dim": 128, "causal": causal})
     pairs = 12 if causal else 16
     assert c[("tensor", "nc_matmul", 512)] == pairs
-    assert c[("scalar", "activation", 512)] == pairs
-    assert c[("tensor", "nc_matmul", 128)] == pairs * 4 * 2
+    assert c[("scalar", "activation_reduce", 512)] == pairs
+    assert c[("dma", "dma_transpose", 512)] == pairs
+    assert c[("tensor", "nc_matmul", 128)] == (36 if causal else 64)
     masked = sum(n for (eng, op, f), n in c.items() if op == "affine_select")
     assert masked == (8 if causal else 0)
+    # no P transposes on the PE array (the library transposes P by DMA)
+    assert not any(op == "nc_transpose" for (eng, op, f) in c)
+
+
+def test_flash_attention_sections_match_numpy():
+    # above the section threshold the keys go in sections with a flash rescale between them: a
+    # 512-key section over 1536 keys (3 sections) must give the one-pass softmax
+    q = RNG.standard_normal((384, 64)).astype(np.float32)
+    k = RNG.standard_normal((1536, 64)).astype(np.float32)
+    v = RNG.standard_normal((1536, 64)).astype(np.float32)
+    for causal in (False, True):
+        got = spec("attention").load()(q.T.copy(), k.T.copy(), v, causal=causal, TQ=128, TK=512, SEC=512,
+                                        SECTION_THRESHOLD=1024)
+        np.testing.assert_allclose(got, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
 def test_gqa_is_one_call_per_query_head_over_the_shared_kv():
