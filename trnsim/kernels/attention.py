@@ -6,7 +6,8 @@ K^T and V of a key section are loaded into SBUF once.  Each query group of TQ (1
 whole-row softmax over the keys it can see: scores Q K^T per TK (512) key tile in PSUM, scaled and
 row-max reduced into SBUF (tiles that cross the causal diagonal go through SBUF and a GpSimd
 ``affine_select`` first), the row max over all tiles, exp(s - max) per key tile on Scalar with its
-row sum, each exp tile transposed by ONE SBUF->SBUF DMA transpose ([TQ, TK] -> [128, TK/128, TQ]),
+row sum, each exp tile transposed by ONE SBUF->SBUF DMA transpose ([TQ, TK] -> [128, TK/128, TQ];
+on NeuronCore-v2 by PE transposes of 128 keys),
 then P V accumulated in PSUM over a large tile of LT (2048) keys and added into an SBUF accumulator.
 Causal: key tiles (and the 128-key P V chunks) that start past a group's last query row are skipped;
 with Sq < Skv the queries are the last Sq positions (a prefill chunk after a cached prefix).
@@ -46,6 +47,10 @@ def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=8192, SECTION_
     if n_sec > 1:
         scratch = nl.ndarray((Sq, d), dtype=nl.float32, buffer=nl.shared_hbm)
     n_grp = Sq // TQ
+    # P is transposed for P V by one SBUF->SBUF DMA transpose per key tile, as the library does, from
+    # NeuronCore-v3 on (documented at up to half the copy rate [ARCH3]); on v2, whose DMA transposes
+    # the docs call much slower [PERF], on the PE array (128 keys at a time) as NKI's flash kernels do
+    dma_pt = nisa.get_nc_version() >= nisa.nc_version.gen3
     off = Skv - Sq  # causal: query r sits at key position r + off (queries end with the keys)
     ip, jf = nl.mgrid[0:TQ, 0:TK]
     st = {}  # per-group tiles that outlive a stage (running max / sum across sections)
@@ -111,7 +116,17 @@ def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=8192, SECTION_
             for jj, j in enumerate(js):
                 e = nisa.activation_reduce(nl.exp, cur.pop(("s", g, j)), bias=st[("nm", g)],
                                            reduce_op=nl.add, reduce_res=psum_[:, jj:jj + 1], dtype=qT.dtype)
-                cur[("pT", g, j)] = nisa.dma_transpose(e.reshape((TQ, NC, VC)), axes=(2, 1, 0))
+                if dma_pt:
+                    pT = nisa.dma_transpose(e.reshape((TQ, NC, VC)), axes=(2, 1, 0))
+                    cur[("pT", g, j)] = [pT[:, c, :] for c in range(NC)]
+                else:
+                    pT = nl.ndarray((NC, nl.par_dim(VC), TQ), dtype=qT.dtype, buffer=nl.sbuf)
+                    for c in range(NC):
+                        # PSUM -> SBUF evacuations alternate between Vector and Scalar
+                        eng = nisa.scalar_engine if c % 2 else nisa.vector_engine
+                        pT[c] = nisa.tensor_copy(nisa.nc_transpose(e[:, c * VC:(c + 1) * VC]),
+                                                 dtype=qT.dtype, engine=eng)
+                    cur[("pT", g, j)] = [pT[c] for c in range(NC)]
             cur[("sum", g)] = nisa.tensor_reduce(nl.add, psum_[:, 0:len(js)], axis=(1,), keepdims=True,
                                                  dtype=nl.float32)
 
@@ -126,7 +141,7 @@ def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=8192, SECTION_
                 pT = cur.pop(("pT", g, j))
                 for c in range(NC):
                     if _has(last_row(g), s0 + j * TK + c * VC):
-                        acc += nisa.nc_matmul(pT[:, c, :], v_sb[j * NC + c])
+                        acc += nisa.nc_matmul(pT[c], v_sb[j * NC + c])
             if big == 0:
                 cur[("o", g)] = nisa.tensor_copy(acc, dtype=nl.float32)
             else:

@@ -179,6 +179,21 @@ def test_flash_attention_sections_match_numpy():
         np.testing.assert_allclose(got, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("target,causal", [("trn1", True), ("trn1", False), ("trn3", True)])
+def test_flash_attention_on_other_generations(target, causal):
+    # trn1 transposes P on the PE array (its DMA transposes are much slower), trn3 by DMA like trn2
+    from trnsim.options import Options
+    q = RNG.standard_normal((256, 128)).astype(np.float32)
+    k = RNG.standard_normal((1024, 128)).astype(np.float32)
+    v = RNG.standard_normal((1024, 128)).astype(np.float32)
+    shape = {"q_len": 256, "kv_len": 1024, "head_dim": 128, "causal": int(causal)}
+    args, kw = spec("attention").build(shape, np.dtype(np.float32))
+    res = spec("attention").load().run(q.T.copy(), k.T.copy(), v, options=Options(target=target), **kw)
+    np.testing.assert_allclose(res.outputs, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
+    ops = {i.opcode for i in res.traces[0].instructions}  # a PE transpose is traced as a matmul
+    assert ("dma_transpose" in ops) == (target != "trn1")
+
+
 def test_gqa_is_one_call_per_query_head_over_the_shared_kv():
     # GQA (4 query heads over one KV head): nki-library attention_cte also runs one batch item per
     # query head, loading its KV head's K/V each time, so the op costs 4 calls of one head
