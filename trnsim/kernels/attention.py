@@ -14,7 +14,8 @@ with Sq < Skv the queries are the last Sq positions (a prefill chunk after a cac
 
 Three groups are in flight (software pipelining, in program order since each engine runs its queue in
 order): while group i does P V and its write-back, group i+1 does its exponentials and transposes and
-group i+2 its Q load and QK^T + max.  Above SECTION_THRESHOLD keys the keys go in sections of SEC:
+group i+2 its Q load and QK^T + max.  Above SECTION_THRESHOLD keys the keys go in sections of SEC
+(the registry's values: kernels/data/tiling.toml):
 the running max / sum rescale the partial output (flash attention), which is kept in an fp32 HBM
 scratch between sections.
 """
@@ -33,7 +34,7 @@ def _has(row_last, k0):
 
 
 @nki.jit
-def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=8192, SECTION_THRESHOLD=10240):
+def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=None, SECTION_THRESHOLD=None):
     """softmax(Q K^T / sqrt(d)) V for one head; returns [Sq, d] in the input dtype."""
     d, Sq = qT.shape
     _, Skv = kT.shape
@@ -41,7 +42,8 @@ def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=8192, SECTION_
     scale = 1.0 / float(d) ** 0.5
     VC = min(128, TK)  # P is transposed / multiplied in chunks of VC key rows
     NC = TK // VC
-    sec = SEC if Skv > SECTION_THRESHOLD else Skv
+    # SEC: keys per flash section, used above SECTION_THRESHOLD keys (None: one section)
+    sec = SEC if SEC and Skv > (SECTION_THRESHOLD or 0) else Skv
     n_sec = (Skv + sec - 1) // sec
     scratch = None
     if n_sec > 1:

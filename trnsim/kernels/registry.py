@@ -3,12 +3,14 @@ and the version that enters the op-cost cache key (bump it when a kernel's code 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Tuple
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..hardware.figures import read_package_toml
 
 DTYPES = ("bfloat16", "float8_e4m3", "float32")
 
@@ -61,35 +63,51 @@ def _zeros(shape, dt) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dt), shape)
 
 
-# SBUF per partition a row block of lhsT may take when held for the whole K (choice: a third of
-# trn1's 192 KiB partition, leaving room for a K block of weights and the fp32 result block: with
-# them at most 64 + 32 + 64 KiB, under the 176 KiB trn1 leaves usable)
-HOLD_A_BYTES = 64 * 1024
+def _tiling(kernel: str, key: str):
+    """One of the reference kernels' tiling choices (data/tiling.toml, each with the hardware figure it
+    follows)."""
+    return _TILING[kernel][key]["value"]
+
+
+def _read_tiling() -> dict:
+    return read_package_toml(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tiling.toml"))
+
+
+_TILING = _read_tiling()
 
 
 def _matmul(s, dt):
     m, k, n = s["m"], s["k"], s["n"]
     tm, tk, tn = _tile("matmul", "m", m, 128), _tile("matmul", "k", k, 128), _tile("matmul", "n", n, 512)
-    # a 2048 x 1024 output block (16 x 2 tiles, 64 KiB fp32 per partition in SBUF), K in blocks
-    # of 1024 rows: the block sizes of the public tutorial's fully blocked kernel
-    kw = dict(TM=tm, TK=tk, TN=tn, SM=_block(m, tm, 16), BN=_block(n, tn, 2), BK=_block(k, tk, 8))
+    # the block sizes of the public tutorial's fully blocked kernel (data/tiling.toml [matmul])
+    kw = dict(TM=tm, TK=tk, TN=tn, SM=_block(m, tm, _tiling("matmul", "max_row_tiles")),
+              BN=_block(n, tn, _tiling("matmul", "max_col_tiles")),
+              BK=_block(k, tk, _tiling("matmul", "max_k_tiles")))
     # one row tile (decode, small batches): the GEMM streams the weights, so they move in 4-tile-wide
     # blocks (4 KiB bf16 rows per partition, where DMA saturates [DMABW])
     if m <= tm:
-        kw["BN"] = _block(n, tn, 4)
-    # a row block of lhsT that fits HOLD_A_BYTES per partition is loaded once (during its first
+        kw["BN"] = _block(n, tn, _tiling("matmul", "stream_col_tiles"))
+    # a row block of lhsT that fits hold_a_bytes per partition is loaded once (during its first
     # column block) instead of once per column block: the re-reads are pure HBM traffic, and in the
     # narrow rows of small row blocks (512 B at m = 256 bf16) DMA runs at 0.21 of peak [DMABW]
     held_bytes = k // tk * tm * kw["SM"] * np.dtype(dt).itemsize
-    if n // (tn * kw["BN"]) >= 2 and held_bytes <= HOLD_A_BYTES:
+    if n // (tn * kw["BN"]) >= 2 and held_bytes <= _tiling("matmul", "hold_a_bytes"):
         kw["HOLD_A"] = True
+    # weight rows narrower than kp_row_bytes per partition (n under 512 bf16 columns): each K block
+    # moves partition-major, BK rows per descriptor, instead of one row at 0.10-0.43 of peak [DMABW]
+    # (KP = 2: lhsT's rows are narrow too and it is not held, so it moves the same way)
+    item, narrow = np.dtype(dt).itemsize, _tiling("matmul", "kp_row_bytes")
+    if kw["BK"] > 1 and tn * kw["BN"] * item < narrow:
+        kw["KP"] = 2 if tm * kw["SM"] * item < narrow and not kw.get("HOLD_A") else 1
     return (_zeros((k, m), dt), _zeros((k, n), dt)), kw
 
 
-# keys per flash-attention section, and the key length above which sections are used (the public
-# NKI library's context-encoding kernel: 8 Ki-key sections above 10 Ki keys, one section below)
-ATTN_SECTION = 8192
-ATTN_SECTION_THRESHOLD = 10240
+def _bmm(s, dt):
+    (a, b), kw = _matmul(s, dt)
+    batch = s["batch"]
+    if batch <= 0:
+        raise _bad("bmm", "batch must be positive", batch, "> 0")
+    return (_zeros((batch,) + a.shape, dt), _zeros((batch,) + b.shape, dt)), kw
 
 
 def _attention(s, dt):
@@ -105,8 +123,31 @@ def _attention(s, dt):
     if np.dtype(dt).itemsize > 2:
         # 4-byte P and scores take twice the SBUF: half-length key sections (the library halves its
         # Q groups per load for fp32 for the same reason)
-        kw.update(SEC=ATTN_SECTION // 2, SECTION_THRESHOLD=ATTN_SECTION_THRESHOLD // 2)
+        kw.update(SEC=_tiling("attention", "section_keys") // 2,
+                  SECTION_THRESHOLD=_tiling("attention", "section_threshold_keys") // 2)
+    else:
+        kw.update(SEC=_tiling("attention", "section_keys"),
+                  SECTION_THRESHOLD=_tiling("attention", "section_threshold_keys"))
     return (_zeros((d, q), dt), _zeros((d, kv), dt), _zeros((kv, d), dt)), kw
+
+
+def _attention_decode(s, dt):
+    r, kv, d = s["rows"], s["kv_len"], s["head_dim"]
+    if d > 128 or r > 128:
+        raise _bad("attention_decode", "head_dim and rows must fit the 128 partitions", max(d, r), 128)
+    # chunks of 2048 keys (4 KiB of bf16 per partition per DMA), else the largest that divides kv_len
+    chunks = _tiling("attention_decode", "key_chunks")
+    kc = next((c for c in chunks if c <= kv and kv % c == 0), 0)
+    if kv < chunks[0] and kv % 128 == 0:
+        kc = kv
+    if not kc:
+        raise _bad("attention_decode", f"kv_len={kv} is not a multiple of the 128-key tile", kv,
+                   "a multiple of 128")
+    # TG score tiles of [128, r] fp32 per PSUM bank (512 fp32): the most that fit and divide kc / 128
+    n = kc // 128
+    tg = max(t for t in range(1, n + 1) if n % t == 0 and t * r <= 512)
+    h = s.get("heads", 1)
+    return (_zeros((h, d, r), dt), _zeros((h, d, kv), dt), _zeros((h, kv, d), dt)), dict(KC=kc, TG=tg)
 
 
 def _rows(kernel: str, n_in: int, extra=None):
@@ -136,9 +177,12 @@ def _norm_params(n_params):
 
 
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
-    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 3, _matmul, DTYPES),
+    KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 4, _matmul, DTYPES),
+    KernelSpec("bmm", "matmul:matmul_kernel", ("batch", "m", "k", "n"), 4, _bmm, DTYPES),
     KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 3,
                _attention),
+    KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),
+               1, _attention_decode),
     KernelSpec("rmsnorm", "norms:rmsnorm_kernel", ("rows", "cols"), 1, _rows("rmsnorm", 1, _norm_params(1))),
     KernelSpec("layernorm", "norms:layernorm_kernel", ("rows", "cols"), 1,
                _rows("layernorm", 1, _norm_params(2))),

@@ -30,8 +30,9 @@ class Op:
     q_len: int = 0
     kv_len: int = 0
     head_dim: int = 0
-    heads: int = 0
+    heads: int = 0                          # query heads (x sequences, as the builders count them)
     causal: bool = False                    # attention
+    kv_heads: int = 0                       # KV heads, counted like heads (0: as many as heads, MHA)
     flops: float = 0.0   # hand-formula FLOPs of the whole op (all batch repeats)
     bytes: float = 0.0   # HBM bytes moved (all batch repeats)
 

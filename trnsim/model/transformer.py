@@ -64,7 +64,7 @@ def _attn(name: str, b: int, q: int, kv: int, heads: int, kv_heads: int, hd: int
     byts = b * (q * heads * (hd + hd_v) * a + kv * kv_heads * (kv_width or hd + hd_v) * kvb)
     return Op(kind="attention", name=name, dtype=lay.mm_dtype if lay.mm_dtype != "mxfp4" else "mxfp8",
               q_len=q, kv_len=kv, head_dim=hd, heads=heads * b, causal=causal and q > 1, batch=1,
-              flops=flops, bytes=byts)
+              kv_heads=kv_heads * b, flops=flops, bytes=byts)
 
 
 def local_heads(n: int, tp: int) -> int:

@@ -94,8 +94,10 @@ def one_op(op: CapturedOp, cls: OpClass, dtype: Optional[str] = None) -> Optiona
         lq, lkv, d, dv = q.shape[-2], kk.shape[-2], q.shape[-1], v.shape[-1]
         causal = bool(op.get("is_causal", False)) and lq > 1
         frac = 0.5 if causal and lq == lkv else 1.0
+        kv_heads = prod(kk.shape[:-2])  # fewer than heads: grouped-query attention (enable_gqa)
         return Op(kind="attention", name=name, dtype=dt, q_len=lq, kv_len=lkv, head_dim=d, heads=heads,
-                  causal=causal, batch=1, flops=2.0 * heads * lq * lkv * (d + dv) * frac, bytes=moved)
+                  causal=causal, batch=1, flops=2.0 * heads * lq * lkv * (d + dv) * frac, bytes=moved,
+                  kv_heads=kv_heads if kv_heads and heads % kv_heads == 0 else heads)
     if kind == "embedding":  # a gather: each looked-up row is read from the table and written out
         w, idx = ins[0], ins[1]
         row_bytes = nbytes(TensorSpec(w.shape[-1:], w.dtype))

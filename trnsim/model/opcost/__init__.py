@@ -7,8 +7,8 @@ caller passes the timer in, so this package never imports a front end.
 from .cache import CostCache, default_cache_dir
 from .grids import Axis, KernelGrid, load_grids
 from .keys import hardware_hash
-from .select import KernelCall, kernel_call
+from .select import IMPLS, KernelCall, attention_calls, kernel_call, kernel_calls
 from .table import SimulatedOpCosts
 
-__all__ = ["Axis", "CostCache", "KernelCall", "KernelGrid", "SimulatedOpCosts", "default_cache_dir",
-           "hardware_hash", "kernel_call", "load_grids"]
+__all__ = ["IMPLS", "Axis", "CostCache", "KernelCall", "KernelGrid", "SimulatedOpCosts", "attention_calls",
+           "default_cache_dir", "hardware_hash", "kernel_call", "kernel_calls", "load_grids"]

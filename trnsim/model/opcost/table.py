@@ -12,7 +12,7 @@ from .cache import CostCache, shape_of
 from .grids import KernelGrid, grid_for, load_grids
 from .interp import evaluate
 from .keys import hardware_hash, row_key, scope_key, shape_text
-from .select import kernel_call
+from .select import IMPLS, kernel_calls
 from .warm import warm_parallel
 
 # timer(kernel, shape, dtype, target, hardware_file=None) -> seconds; may carry .versions {kernel: int}
@@ -32,7 +32,16 @@ class SimulatedOpCosts:
     def __init__(self, target: str, hardware_file: Optional[str] = None, cache_dir: Optional[str] = None,
                  timer: Optional[Timer] = None, progress: Optional[Progress] = None,
                  lnc: Optional[int] = None, grids: Union[None, str, Mapping] = None,
-                 fallback: Optional[OpCosts] = None):
+                 fallback: Optional[OpCosts] = None, attention_impl: str = "fused",
+                 attention: Union[None, str, Mapping] = None):
+        # attention_impl: "fused" (default: the NKI kernels NxDI serves with, which the serving
+        # model is calibrated on) or "unfused" (the eager fallback); attention: overrides of
+        # data/attention.toml
+        if attention_impl not in IMPLS:
+            raise ConfigError(f"unknown attention implementation {attention_impl!r}", rule="attention-impl",
+                              limit=list(IMPLS), value=attention_impl)
+        self.attention_impl = attention_impl
+        self.attention = attention
         self.target = canonical_target(target)
         self.hardware_file = hardware_file
         self.timer = timer
@@ -131,12 +140,16 @@ class SimulatedOpCosts:
         memo = self._memo.get((op, self.lnc))
         if memo is not None:
             return memo
-        call = kernel_call(op, self.lnc)
-        if call is None:
+        calls = kernel_calls(op, self.lnc, self.attention_impl, self.attention)
+        if not calls:
             got = self.fallback.time(op)
         else:
-            secs, exact = self.kernel_time(call.kernel, call.shape, call.dtype)
-            got = OpTime(seconds=secs * call.repeats, how="simulated" if exact else "interpolated")
+            total, all_exact = 0.0, True
+            for call in calls:  # an unfused attention is several kernels, one after another
+                secs, exact = self.kernel_time(call.kernel, call.shape, call.dtype)
+                total += secs * call.repeats
+                all_exact = all_exact and exact
+            got = OpTime(seconds=total, how="simulated" if all_exact else "interpolated")
         self._memo[(op, self.lnc)] = got
         return got
 
