@@ -7,25 +7,24 @@ whole-row softmax over the keys it can see: scores Q K^T per TK (512) key tile i
 row-max reduced into SBUF (tiles that cross the causal diagonal go through SBUF and a GpSimd
 ``affine_select`` first), the row max over all tiles, exp(s - max) per key tile on Scalar with its
 row sum, each exp tile transposed by ONE SBUF->SBUF DMA transpose ([TQ, TK] -> [128, TK/128, TQ];
-on NeuronCore-v2 by PE transposes of 128 keys),
-then P V accumulated in PSUM over a large tile of LT (2048) keys and added into an SBUF accumulator.
+on NeuronCore-v2 by PE transposes of 128 keys), then P V accumulated in PSUM over LT keys (the
+library's 2048: 4 key tiles) and added into an SBUF accumulator.  Q is loaded QLOAD groups at a time.
 Causal: key tiles (and the 128-key P V chunks) that start past a group's last query row are skipped;
 with Sq < Skv the queries are the last Sq positions (a prefill chunk after a cached prefix).
 
 Three groups are in flight (software pipelining, in program order since each engine runs its queue in
 order): while group i does P V and its write-back, group i+1 does its exponentials and transposes and
-group i+2 its Q load and QK^T + max.  Above SECTION_THRESHOLD keys the keys go in sections of SEC
-(the registry's values: kernels/data/tiling.toml):
-the running max / sum rescale the partial output (flash attention), which is kept in an fp32 HBM
-scratch between sections.
+group i+2 its Q load and QK^T + max.  Above SECTION_THRESHOLD keys the keys go in sections of SEC: the
+running max / sum rescale the partial output (flash attention), which is kept in an fp32 HBM scratch
+between sections.  The registry passes LT, QLOAD, SEC and SECTION_THRESHOLD from
+kernels/data/tiling.toml [attention]; left out, each is the unblocked case (one key tile per P V
+accumulation, one group per Q load, one section).
 """
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 NEG = -30000.0  # "minus infinity" that stays finite in bf16 and fp32 arithmetic
-LT = 2048       # keys per P V PSUM accumulation (the library's large tile: 4 key tiles)
-QLOAD = 8       # query groups per Q load (one DMA of 8 x 128 columns)
 
 
 def _has(row_last, k0):
@@ -34,7 +33,8 @@ def _has(row_last, k0):
 
 
 @nki.jit
-def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=None, SECTION_THRESHOLD=None):
+def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, LT=None, QLOAD=None, SEC=None,
+                     SECTION_THRESHOLD=None):
     """softmax(Q K^T / sqrt(d)) V for one head; returns [Sq, d] in the input dtype."""
     d, Sq = qT.shape
     _, Skv = kT.shape
@@ -42,6 +42,8 @@ def flash_fwd_kernel(qT, kT, v, causal=False, TQ=128, TK=512, SEC=None, SECTION_
     scale = 1.0 / float(d) ** 0.5
     VC = min(128, TK)  # P is transposed / multiplied in chunks of VC key rows
     NC = TK // VC
+    LT = max(TK, LT or TK)
+    QLOAD = QLOAD or 1
     # SEC: keys per flash section, used above SECTION_THRESHOLD keys (None: one section)
     sec = SEC if SEC and Skv > (SECTION_THRESHOLD or 0) else Skv
     n_sec = (Skv + sec - 1) // sec

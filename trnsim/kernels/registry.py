@@ -119,7 +119,8 @@ def _attention(s, dt):
     if tk > 128 and tk % 128:
         raise _bad("attention", "kv_len under 512 must be a multiple of 128 or under 128", kv, 128)
     # causal with q_len > kv_len (first queries see no key) only serves as an interpolation corner
-    kw = dict(causal=causal, TQ=tq, TK=tk)
+    kw = dict(causal=causal, TQ=tq, TK=tk, LT=_tiling("attention", "pv_keys"),
+              QLOAD=_tiling("attention", "q_groups_per_load"))
     if np.dtype(dt).itemsize > 2:
         # 4-byte P and scores take twice the SBUF: half-length key sections (the library halves its
         # Q groups per load for fp32 for the same reason)

@@ -169,14 +169,15 @@ def test_flash_attention_skips_key_tiles_past_the_diagonal(causal):
 
 def test_flash_attention_sections_match_numpy():
     # above the section threshold the keys go in sections with a flash rescale between them: a
-    # 512-key section over 1536 keys (3 sections) must give the one-pass softmax
+    # 512-key section over 1536 keys (3 sections) must give the one-pass softmax, blocked or not
     q = RNG.standard_normal((384, 64)).astype(np.float32)
     k = RNG.standard_normal((1536, 64)).astype(np.float32)
     v = RNG.standard_normal((1536, 64)).astype(np.float32)
     for causal in (False, True):
-        got = spec("attention").load()(q.T.copy(), k.T.copy(), v, causal=causal, TQ=128, TK=512, SEC=512,
-                                        SECTION_THRESHOLD=1024)
-        np.testing.assert_allclose(got, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
+        for blocks in (dict(), dict(LT=1024, QLOAD=2)):  # unblocked; 2 key tiles per P V, Q 2 groups a load
+            got = spec("attention").load()(q.T.copy(), k.T.copy(), v, causal=causal, TQ=128, TK=512, SEC=512,
+                                            SECTION_THRESHOLD=1024, **blocks)
+            np.testing.assert_allclose(got, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("target,causal", [("trn1", True), ("trn1", False), ("trn3", True)])
