@@ -8,7 +8,8 @@ The public kernels are not ours to ship: pass your own checkouts (nki-library: `
 .attention_cte``; nki-samples at 8370e11: ``reference/attention.py`` ``flash_fwd``).  Without them only
 our kernel is timed.  A row's per-head figure is its published latency over the heads one physical
 core runs (``select.kernel_call``'s repeats): the kernel-level overlap between consecutive heads is
-left out (attention_cte simulated with 1, 2 and 4 heads in one call: 319.5, 317.7, 316.7 us a head).
+left out (attention_cte simulated with 1, 2 and 4 heads in one call: 242.9, 241.0, 240.1 us a head
+with the SBUF->SBUF DMA-transpose rate fitted on P234).
 """
 import argparse
 import importlib

@@ -56,6 +56,8 @@ CASES = {
                                     "tiny DMAs: the fixed cost dominates"),
     "timing.dma.transpose_sbuf_efficiency": ("v3", "sbuf_dma_transpose", lambda: (np.ones((128, 128), bf16),),
                                              "0.05", "the SBUF-sourced transpose's rate"),
+    "timing.dma.transpose_sbuf_curve": ("v3", "sbuf_dma_transpose", lambda: (np.ones((128, 128), bf16),),
+                                        "true", "256 B per partition: the chunk curve (0.10) slows it"),
     "timing.dma.hbm_efficiency": ("v2", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),), "[0.1, 0.1]",
                                   "the HBM loads and stores of trn1's calibrated curve"),
     "timing.dma.hbm_efficiency_bytes": ("v2", "vector_and_gpsimd", lambda: (np.ones((128, 2048), f32),),

@@ -39,6 +39,7 @@ CONDITIONAL = {
     "timing.dma.hwdge_latency_ns": "DMAs issued through the hardware DGE",
     "timing.dma.transpose_sbuf_efficiency": "SBUF-to-SBUF DMA transposes",
     "timing.reorder.dma_triggers": "a store waiting on compute ahead of a later long load (false on v3)",
+    "timing.dma.transpose_sbuf_curve": "SBUF-to-SBUF DMA transposes",
     "timing.dma.hbm_efficiency": "a generation with an HBM curve of its own (v2; v3 has none)",
     "timing.dma.hbm_efficiency_bytes": "a generation with an HBM curve of its own (v2; v3 has none)",
     "timing.ports.vector_gpsimd_share_sbuf": "Vector and GpSimd SBUF accesses that overlap in time",

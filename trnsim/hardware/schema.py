@@ -195,6 +195,9 @@ class DmaTiming:
     # rows); empty: the efficiency curve above for every transfer
     hbm_efficiency_bytes: Tuple[float, ...] = ()
     hbm_efficiency: Tuple[float, ...] = ()
+    # whether an SBUF-to-SBUF DMA transpose also pays the per-partition chunk curve above (True), or
+    # runs at transpose_sbuf_efficiency of the engines' copy rate whatever its chunk (False)
+    transpose_sbuf_curve: bool = True
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,16 @@ def _attention(s, dt):
     if tk > 128 and tk % 128:
         raise _bad("attention", "kv_len under 512 must be a multiple of 128 or under 128", kv, 128)
     # causal with q_len > kv_len (first queries see no key) only serves as an interpolation corner
-    kw = dict(causal=causal, TQ=tq, TK=tk, G=_block(q, tq, 4))
+    kw = dict(causal=causal, TQ=tq, TK=tk, LT=_tiling("attention", "pv_keys"),
+              QLOAD=_tiling("attention", "q_groups_per_load"))
+    if np.dtype(dt).itemsize > 2:
+        # 4-byte P and scores take twice the SBUF: half-length key sections (the library halves its
+        # Q groups per load for fp32 for the same reason)
+        kw.update(SEC=_tiling("attention", "section_keys") // 2,
+                  SECTION_THRESHOLD=_tiling("attention", "section_threshold_keys") // 2)
+    else:
+        kw.update(SEC=_tiling("attention", "section_keys"),
+                  SECTION_THRESHOLD=_tiling("attention", "section_threshold_keys"))
     return (_zeros((d, q), dt), _zeros((d, kv), dt), _zeros((kv, d), dt)), kw
 
 
@@ -171,7 +180,7 @@ def _norm_params(n_params):
 KERNELS: Dict[str, KernelSpec] = {k.name: k for k in (
     KernelSpec("matmul", "matmul:matmul_kernel", ("m", "k", "n"), 4, _matmul, DTYPES),
     KernelSpec("bmm", "matmul:matmul_kernel", ("batch", "m", "k", "n"), 4, _bmm, DTYPES),
-    KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 2,
+    KernelSpec("attention", "attention:flash_fwd_kernel", ("q_len", "kv_len", "head_dim", "causal"), 3,
                _attention),
     KernelSpec("attention_decode", "attention_decode:decode_attention_kernel", ("heads", "rows", "kv_len", "head_dim"),
                1, _attention_decode),

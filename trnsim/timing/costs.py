@@ -372,7 +372,12 @@ class CostModel:
         eff = self.efficiency(chunk, hbm > 0)
         if ins.attr("transpose") or transpose_class:
             src_on_chip = r is not None and r.memory != "hbm"
-            eff *= d.transpose_sbuf_efficiency if src_on_chip else d.transpose_hbm_efficiency
+            if not src_on_chip:
+                eff *= d.transpose_hbm_efficiency
+            elif d.transpose_sbuf_curve:
+                eff *= d.transpose_sbuf_efficiency
+            else:
+                eff = d.transpose_sbuf_efficiency
         engines = max(1, min(self.dma_engines, math.ceil(parts / d.partitions_per_engine)))
         rate = engines * d.engine_bytes_per_ns * eff
         if hbm:

@@ -149,18 +149,50 @@ def _counts(shape):
 
 @pytest.mark.parametrize("causal", [0, 1])
 def test_flash_attention_skips_key_tiles_past_the_diagonal(causal):
-    # q = kv = 1024, 128-row query tiles in groups of 4 (512 rows), 512-wide key tiles.  By hand:
-    # causal, group 0 (rows 0-511) sees key tile 0 only, group 1 (rows 512-1023) tiles 0 and 1:
-    # 4 x (1 + 2) = 12 (query tile, key tile) pairs; not causal 4 x (2 + 2) = 16.  Each pair is one
-    # 512-wide QK matmul and one 512-wide exp, and 4 transposes + 4 PV matmuls of 128 key rows.
-    # The tiles that cross the diagonal (4 in group 0's tile 0, 4 in group 1's tile 1) are masked.
+    # q = kv = 1024: 8 query groups of 128 rows, 512-wide key tiles.  By hand: causal, group g's last
+    # row is 128 g + 127, so groups 0-3 see key tile 0 only and groups 4-7 tiles 0 and 1:
+    # 4 x 1 + 4 x 2 = 12 (group, key tile) pairs; not causal 8 x 2 = 16.  Each pair is one 512-wide
+    # QK matmul, one 512-wide exp and ONE DMA transpose of the whole exp tile.  P V runs per 128-key
+    # chunk starting at or before the last row: causal 1 + 2 + ... + 8 = 36 chunks, else 8 x 8 = 64.
+    # The tiles that cross the diagonal (tile 0 of groups 0-3, tile 1 of groups 4-7) are masked.
     c = _counts({"q_len": 1024, "kv_len": 1024, "head_dim": 128, "causal": causal})
     pairs = 12 if causal else 16
     assert c[("tensor", "nc_matmul", 512)] == pairs
-    assert c[("scalar", "activation", 512)] == pairs
-    assert c[("tensor", "nc_matmul", 128)] == pairs * 4 * 2
+    assert c[("scalar", "activation_reduce", 512)] == pairs
+    assert c[("dma", "dma_transpose", 512)] == pairs
+    assert c[("tensor", "nc_matmul", 128)] == (36 if causal else 64)
     masked = sum(n for (eng, op, f), n in c.items() if op == "affine_select")
     assert masked == (8 if causal else 0)
+    # no P transposes on the PE array (the library transposes P by DMA)
+    assert not any(op == "nc_transpose" for (eng, op, f) in c)
+
+
+def test_flash_attention_sections_match_numpy():
+    # above the section threshold the keys go in sections with a flash rescale between them: a
+    # 512-key section over 1536 keys (3 sections) must give the one-pass softmax, blocked or not
+    q = RNG.standard_normal((384, 64)).astype(np.float32)
+    k = RNG.standard_normal((1536, 64)).astype(np.float32)
+    v = RNG.standard_normal((1536, 64)).astype(np.float32)
+    for causal in (False, True):
+        for blocks in (dict(), dict(LT=1024, QLOAD=2)):  # unblocked; 2 key tiles per P V, Q 2 groups a load
+            got = spec("attention").load()(q.T.copy(), k.T.copy(), v, causal=causal, TQ=128, TK=512, SEC=512,
+                                            SECTION_THRESHOLD=1024, **blocks)
+            np.testing.assert_allclose(got, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("target,causal", [("trn1", True), ("trn1", False), ("trn3", True)])
+def test_flash_attention_on_other_generations(target, causal):
+    # trn1 transposes P on the PE array (its DMA transposes are much slower), trn3 by DMA like trn2
+    from trnsim.options import Options
+    q = RNG.standard_normal((256, 128)).astype(np.float32)
+    k = RNG.standard_normal((1024, 128)).astype(np.float32)
+    v = RNG.standard_normal((1024, 128)).astype(np.float32)
+    shape = {"q_len": 256, "kv_len": 1024, "head_dim": 128, "causal": int(causal)}
+    args, kw = spec("attention").build(shape, np.dtype(np.float32))
+    res = spec("attention").load().run(q.T.copy(), k.T.copy(), v, options=Options(target=target), **kw)
+    np.testing.assert_allclose(res.outputs, _attention_ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
+    ops = {i.opcode for i in res.traces[0].instructions}  # a PE transpose is traced as a matmul
+    assert ("dma_transpose" in ops) == (target != "trn1")
 
 
 def test_gqa_is_one_call_per_query_head_over_the_shared_kv():
