@@ -114,15 +114,19 @@ def test_a_loop_invariant_row_is_broadcast_once_and_fast_forward_agrees(tmp_path
         for ff in ("auto", "off"):
             tr = k.run(x, rows, options=_opts(tmp_path, value, timing_only=True,
                                               fast_forward=ff)).traces[0]
+            est = estimate([tr], "trn1")
             got[value, ff] = (sum(1 for i in tr if i.opcode == "partition_broadcast"), len(tr),
-                              estimate([tr], "trn1").latency_ns)
+                              est.latency_ns, est.cores[0].timeline.engine_busy_ns()["tensor"])
     # 1 load + 8 x (load, tensor_tensor, store) + the broadcasts: 1 shared, or 1 per iteration
     assert got["resident", "off"][:2] == (1, 1 + 8 * 3 + 1)
     assert got["none", "off"][:2] == (8, 1 + 8 * 4)
     for value in ("resident", "none"):
         assert got[value, "auto"][:2] == got[value, "off"][:2]
         assert got[value, "auto"][2] == pytest.approx(got[value, "off"][2])
-    assert got["resident", "off"][2] < got["none", "off"][2]
+    # one broadcast matmul instead of eight: an eighth of the Tensor time; the latency never grows (on
+    # trn1 this kernel is bound by its loads, so the saving need not show in the latency)
+    assert got["none", "off"][3] == pytest.approx(8 * got["resident", "off"][3])
+    assert got["resident", "off"][2] <= got["none", "off"][2]
 
 
 def test_unknown_reuse_value_is_refused(tmp_path):
