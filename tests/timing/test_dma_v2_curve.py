@@ -125,3 +125,24 @@ def test_a_ready_load_is_triggered_before_a_store_that_waits_on_compute(backend)
     assert tl.start[2] == pytest.approx(copy_end + 1300)
     assert tl.start[3] == pytest.approx(copy_end + 1300 + store)
     assert tl.end[3] == pytest.approx(copy_end + 1300 + store + b)
+
+
+@pytest.mark.parametrize("text", [
+    # one curve point for two byte points
+    '[cores.v2.timing.dma]\nhbm_efficiency = { value = [0.5], source = "choice: test" }\n',
+    # a fraction above 1
+    '[cores.v2.timing.dma]\nhbm_efficiency = { value = [0.5, 1.5], source = "choice: test" }\n',
+    # bytes not increasing
+    '[cores.v2.timing.dma]\nhbm_efficiency_bytes = { value = [4096, 256], source = "choice: test" }\n',
+    # a curve without byte points on a core that has none of its own
+    '[cores.v3.timing.dma]\nhbm_efficiency = { value = [0.5], source = "choice: test" }\n',
+])
+def test_a_malformed_hbm_curve_is_refused_naming_the_rule(tmp_path, text):
+    from trnsim.errors import HardwareFileError
+    from trnsim.hardware import load_catalog
+    p = tmp_path / "hw.toml"
+    p.write_text(text)
+    with pytest.raises(HardwareFileError) as e:
+        load_catalog(str(p))
+    assert e.value.rule == "hardware-file-range"
+    assert "hbm_efficiency" in str(e.value)
