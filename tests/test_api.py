@@ -170,3 +170,14 @@ def test_op_costs_hands_the_reference_timer_to_the_model_layer(tmp_path):
     costs = api.op_costs("gen3", cache_dir=str(tmp_path))
     assert isinstance(costs, SimulatedOpCosts)
     assert costs.timer is time_reference and costs.target == "trn2"
+
+
+def test_attention_impl_reaches_the_simulated_op_costs_and_needs_them():
+    from trnsim import api
+    from trnsim.errors import ConfigError
+    costs = api._costs_for("simulated", "trn2.48xlarge", 2, None, "unfused")
+    assert costs.attention_impl == "unfused" and costs.lnc == 2
+    assert api._costs_for("simulated", "trn2.48xlarge", 2, None, None).attention_impl == "fused"
+    with pytest.raises(ConfigError) as e:
+        api.estimate_inference("llama-3.1-8b", "trn2.48xlarge", tp=8, attention_impl="unfused")
+    assert e.value.rule == "attention-impl"

@@ -254,22 +254,28 @@ def op_costs(target: str = "trn2", hardware: Optional[str] = None, **kwargs):
 COSTS = ("roofline", "simulated")
 
 
-def simulated_costs(target: str, lnc: Optional[int] = None, hardware_file: Optional[str] = None):
+def simulated_costs(target: str, lnc: Optional[int] = None, hardware_file: Optional[str] = None,
+                    attention_impl: str = "fused"):
     """Simulated op costs of ``target`` at ``lnc`` (module level: the planner's worker processes unpickle
-    it and call it once per LNC)."""
-    return op_costs(target, hardware_file, lnc=lnc)
+    it and call it once per LNC); ``attention_impl`` "fused" (the NKI kernels) or "unfused" (the eager
+    fallback: QK^T, softmax and PV as separate kernels with the scores in HBM)."""
+    return op_costs(target, hardware_file, lnc=lnc, attention_impl=attention_impl)
 
 
-def _costs_for(costs: Any, instance: str, lnc: Optional[int], hardware: Optional[str]):
+def _costs_for(costs: Any, instance: str, lnc: Optional[int], hardware: Optional[str],
+               attention_impl: Optional[str] = None):
     """The OpCosts an estimate gets from ``costs``: None/"roofline" (the catalog roofline), "simulated"
-    (reference kernels on the timing model), or an OpCosts object as it is."""
+    (reference kernels on the timing model, attention as ``attention_impl``), or an OpCosts object as it is."""
+    if attention_impl not in (None, "fused") and costs != "simulated":
+        raise ConfigError("an attention implementation is chosen among the simulated reference kernels",
+                          rule="attention-impl", limit="costs='simulated'", value=costs)
     if costs is None or costs == "roofline":
         return None
     if costs != "simulated":
         if isinstance(costs, str):
             raise ConfigError(f"unknown op-cost source {costs!r}", rule="costs", limit=COSTS, value=costs)
         return costs
-    return simulated_costs(_neuron_system(instance, hardware).target, lnc, hardware)
+    return simulated_costs(_neuron_system(instance, hardware).target, lnc, hardware, attention_impl or "fused")
 
 
 def _neuron_system(instance: str, hardware: Optional[str]):
@@ -287,7 +293,8 @@ def estimate_training(model, instance: str = "trn1.32xlarge", costs: Any = "roof
     not fit is refused with the nearest layouts that do, from the planner."""
     from .model import estimate_training as estimate
     from .model.memory import MemoryFitError
-    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"))
+    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"),
+                   kwargs.pop("attention_impl", None))
     try:
         return estimate(model, instance, costs=c, **kwargs)
     except MemoryFitError as e:
@@ -299,7 +306,8 @@ def estimate_inference(model, instance: str = "trn2.48xlarge", costs: Any = "roo
     the nearest larger one that does, from the planner."""
     from .model import estimate_inference as estimate
     from .model.memory import MemoryFitError
-    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"))
+    c = _costs_for(costs, instance, kwargs.get("lnc"), kwargs.get("hardware_file"),
+                   kwargs.pop("attention_impl", None))
     try:
         return estimate(model, instance, costs=c, **kwargs)
     except MemoryFitError as e:

@@ -24,6 +24,9 @@ def register(subparsers) -> None:
                         help="collectives model: the fabric's closed forms (default) or its flow simulator")
     common.add_argument("--costs", default="roofline", choices=("roofline", "simulated"),
                         help="per-op costs: catalog roofline, or simulated reference kernels (cached)")
+    common.add_argument("--attention-impl", default="fused", choices=("fused", "unfused"),
+                        help="with --costs simulated: attention as the fused NKI kernels (default) or the eager "
+                             "unfused fallback (QK^T, softmax, PV as separate kernels, scores in HBM)")
     common.add_argument("--hardware", metavar="FILE", help="TOML merged over the hardware catalog")
     common.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
                         help="repeat the estimate over values of one parameter (infer: batch, input, output, "
@@ -112,8 +115,8 @@ def _train(args, inst: str):
                                  seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                                  recompute=args.recompute, precision=args.precision, sparsity=args.sparsity,
                                  costs=args.costs, comm=args.comm, hardware_file=args.hardware,
-                                 framework=args.framework, lora_rank=args.lora_rank,
-                                 lora_targets=args.lora_targets)
+                                 attention_impl=args.attention_impl, framework=args.framework,
+                                 lora_rank=args.lora_rank, lora_targets=args.lora_targets)
 
 
 def cmd_train(args) -> int:
@@ -164,6 +167,7 @@ def _infer(args, inst: str):
                                   sp=args.sp, lnc=args.lnc, batch=args.batch, input_len=args.input,
                                   output_len=args.output, precision=args.precision, sparsity=args.sparsity,
                                   costs=args.costs, comm=args.comm, hardware_file=args.hardware, rate=args.rate,
+                                  attention_impl=args.attention_impl,
                                   input_dist=args.input_dist, output_dist=args.output_dist, requests=args.requests,
                                   max_batch=args.max_batch, seed=args.seed, kv_dtype=args.kv_dtype,
                                   framework=args.framework, attention_dp=args.attention_dp, replicas=args.replicas,
