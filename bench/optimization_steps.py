@@ -8,7 +8,7 @@ at every step:
                     (seq_len tiling) at seq_len 8192, channels 4096: each step at the size the
                     tutorial profiles it (batch 1, state 16), fp32, on each of --mamba-targets
                     (default trn1, where the tutorial measured: NeuronCore-v2, and trn2); with
-                    --mamba-seqs a second table times v1 (seq 512) and v2, v3 at every listed
+                    --mamba-seqs a second table times v1, v2, v3 at every listed
                     seq_len (channels 4096) on each target, refusals shown as errors
   attention         attn_fwd_v3 -> v4 (loop fusion) -> v5 (delayed softmax division) -> v6 (ScalarE
                     instruction combination) -> v7 (downcast before transpose) -> v8
@@ -84,8 +84,7 @@ def _mamba_module(root):
 
 
 def mamba_sizes(root, targets, seqs, progress=None):
-    """Predicted latency (us) of mamba v1 (seq 512 only: its accumulator is channels x seq_len per
-    partition) and v2, v3 at each seq_len, channels 4096, per target; an error's rule instead of a
+    """Predicted latency (us) of mamba v1, v2, v3 at each seq_len, channels 4096, per target; an error's rule instead of a
     refused size."""
     import trnsim.compat
     trnsim.compat.install()
@@ -98,8 +97,6 @@ def mamba_sizes(root, targets, seqs, progress=None):
     for target in targets:
         for seq in seqs:
             for v in ("v1", "v2", "v3"):
-                if v == "v1" and seq != 512:
-                    continue
                 row = {"target": target, "version": v, "seq_len": seq, "channels": 4096}
                 try:
                     with warnings.catch_warnings():
@@ -242,8 +239,8 @@ def sizes_table(rows):
     from trnsim.cli.output import console
     from rich.table import Table
     t = Table(title="fused mamba, channels 4096, batch 1, state 16, fp32: predicted latency (us) "
-                    "per seq_len (v1 only at 512)")
-    for c in ("target", "seq_len", "v1 us", "v2 us", "v3 us", "v2 -> v3"):
+                    "per seq_len")
+    for c in ("target", "seq_len", "v1 us", "v2 us", "v3 us", "v1 -> v2", "v2 -> v3"):
         t.add_column(c, justify="right")
     by = {}
     for r in rows:
@@ -254,10 +251,12 @@ def sizes_table(rows):
             if r is None:
                 return ""
             return f"{r['us']:.1f}" if "us" in r else f"error ({r['error']})"
-        step = ""
-        if "us" in vs.get("v2", {}) and "us" in vs.get("v3", {}):
-            step = _direction(vs["v2"]["us"], vs["v3"]["us"])
-        t.add_row(target, str(seq), cell("v1"), cell("v2"), cell("v3"), step)
+        def step(a, b):
+            if "us" in vs.get(a, {}) and "us" in vs.get(b, {}):
+                return _direction(vs[a]["us"], vs[b]["us"])
+            return ""
+        t.add_row(target, str(seq), cell("v1"), cell("v2"), cell("v3"), step("v1", "v2"),
+                  step("v2", "v3"))
     console().print(t)
 
 

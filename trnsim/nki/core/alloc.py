@@ -169,6 +169,8 @@ def ndarray(shape, dtype, buffer=None, name: str = "", *, conv: Conventions, add
     st = ctx.new_storage(memory, memory, name or None, P * pstride, sd, P, pstride, account=False,
                          loc=loc, fill=poison)
     st.row_bytes = pstride
+    if nblocks > 1 and memory == "sbuf":   # each block its own tile for capacity (memory.py)
+        ctx.sbuf.blocks[st.id] = free_bytes
     ctx.charge(st)
     strides = _layout(shp, pdim, isz, pstride, free_bytes)
     return NkiTensor(st, 0, shp, strides, d, pdim, owner=st.id)

@@ -242,7 +242,8 @@ class KernelContext:
         if self.sbuf.spill_excess:
             meta["sbuf_spill_bytes_per_partition"] = max(
                 meta.get("sbuf_spill_bytes_per_partition", 0), self.sbuf.spill_excess)
-            meta["sbuf_spill_cause"] = "copies" if self.sbuf.copy_spill else "overflow"
+            meta["sbuf_spill_cause"] = "copies" if self.sbuf.copy_spill else \
+                "blocks" if self.sbuf.block_spill else "overflow"
             self._insert_spills()
         elif self.spill_sbuf and self.sbuf.intervals and \
                 (cause := needs_spill_plan(self.sbuf, self.trace)):   # held copies, fragmentation

@@ -16,8 +16,9 @@ from .storage import Storage
 
 
 class CopySpillRerun(Exception):
-    """Raised by a check that must spill the copies the compiler inserts but ran without the
-    access record spills need; the launcher runs the kernel again with it (``track_spills``)."""
+    """Raised by a check that must spill the copies the compiler inserts, or the blocks of a block
+    tensor, but ran without the access record spills need; the launcher runs the kernel again
+    with it (``track_spills``)."""
 
 
 class Accountant:
@@ -51,12 +52,23 @@ class Accountant:
         self.before_check: List[Callable[[], None]] = []
         self.copies: set = set()   # ids of the copies the compiler inserts (charge_copy)
         self.copy_spill = False    # an overflow only the inserted copies cause is spilled (check)
+        # block tensors (legacy leading block dims): storage id -> bytes per partition of one
+        # block; the compiler allocates each block as its own tile, so it can spill some
+        self.blocks: Dict[int, int] = {}
+        self.block_spill = False   # an overflow only whole block tensors cause is spilled (check)
 
     def charge(self, st: Storage, p0: int, parts: int, row_bytes: int, first: int) -> None:
         """Count an automatically placed storage from instruction ``first`` on."""
         st.accountant = self
         st.accounted = True
-        if row_bytes > self.capacity:
+        one = self.blocks.get(st.id)
+        if one is not None and one > self.capacity:
+            raise CapacityError(
+                f"{self.memory.upper()} tensor '{st.name}': one block alone needs {one} B per "
+                f"partition", rule=f"{self.memory}-capacity",
+                limit=f"{self.capacity} B per partition", value=f"{one} B per partition",
+                where=describe(user_loc()))
+        if one is None and row_bytes > self.capacity:
             raise CapacityError(
                 f"{self.memory.upper()} tensor '{st.name}' alone needs {row_bytes} B per partition",
                 rule=f"{self.memory}-capacity", limit=f"{self.capacity} B per partition",
@@ -100,6 +112,12 @@ class Accountant:
             if self.accesses is None:
                 raise CopySpillRerun()
             spill = self.copy_spill = True
+        elif not spill and self.memory == "sbuf" and self._blocks_overflow():
+            # only whole block tensors overflow: the compiler places each block as its own tile
+            # and spills blocks (spill.split_pieces gives each block its own lifetime)
+            if self.accesses is None:
+                raise CopySpillRerun()
+            spill = self.block_spill = True
         if self.spec.liveness != "program_order" and trace is not None and not spill \
                 and self.intervals and self.peak_program() > self.capacity:
             self._check_reordered(trace, peer)
@@ -130,6 +148,14 @@ class Accountant:
                     f"partition at the peak -- the compiler spills; trnsim adds the spill stores "
                     f"and reloads (fewest possible) to the trace"), stacklevel=2)
                 return
+            if self.block_spill:
+                warnings.warn(SbufSpillWarning(
+                    f"{self.memory.upper()}: the kernel's tiles fit with each block of its block "
+                    f"tensors as its own tile, the whole block tensors overflow it by "
+                    f"{self.spill_excess} B per partition at the peak -- the compiler spills "
+                    f"blocks; trnsim adds the spill stores and reloads to the trace"),
+                    stacklevel=2)
+                return
             try:
                 self._overflow(*worst)
             except CapacityError as e:
@@ -145,6 +171,17 @@ class Accountant:
             return False
         own = ((iv[0], iv[1], iv[2], sid) for sid, iv in self.intervals.items()
                if sid not in self.copies)
+        return sweep_peak(own, self.manual_end)[0] <= self.capacity
+
+    def _blocks_overflow(self) -> bool:
+        """Whether this memory overflows in program order only because block tensors count whole:
+        with each block tensor counted as one block over its live range (the least the compiler's
+        per-block tiles need, every other block spilled) and the inserted copies left out, the
+        kernel's tiles fit."""
+        if not self.blocks or self.peak_program() <= self.capacity:
+            return False
+        own = ((iv[0], iv[1], self.blocks.get(sid, iv[2]), sid)
+               for sid, iv in self.intervals.items() if sid not in self.copies)
         return sweep_peak(own, self.manual_end)[0] <= self.capacity
 
     def _check_reordered(self, trace, peer: Optional["Accountant"]) -> None:

@@ -34,7 +34,8 @@ without an address, counted in ``unresolved``.  The instruction that takes over 
 victim's bytes also writes them in the trace (``handover_regions``), so it waits for the victim's
 last reader, whether a store was needed or the victim was clean (its HBM copy current): a store
 waits only for the victim's last write, so a token alone would let the requester's first write
-land before that read.  Adjacent pieces of a tile moved at one position go as one DMA.
+land before that read.  Adjacent pieces of a tile moved at one position go as one DMA.  A block
+tensor's blocks are pieces allocated one by one, each from its own first use (pieces.py).
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...ir.trace import Instruction, Region, reserve_synthetic_ids
 from .memory import new_region_id
+from .pieces import split_pieces
 from .placement import FreeList
 
 _NEVER = 1 << 62   # the next use of a tile that has none
@@ -346,35 +348,6 @@ def handover_regions(plan: Plan, tiles: Dict[int, Tuple[str, int, int, object]],
     return len(at)
 
 
-def split_pieces(intervals: Dict[int, list], ranges: Dict[int, list]):
-    """Cut each tile at the byte bounds its instructions touch, so a spill moves only the piece an
-    instruction needs (not a whole 128 KiB row for a 2 KiB slice).  ``ranges``: tile -> [(position,
-    is_write, byte lo, byte hi)].  Returns (intervals, accesses, spans) over piece ids: every piece
-    is allocated with its tile and lives to its own last access; spans: piece -> (tile, lo, hi)."""
-    p_iv: Dict[int, list] = {}
-    p_acc: Dict[int, list] = {}
-    spans: Dict[int, Tuple[int, int, int]] = {}
-    for sid, iv in intervals.items():
-        row = iv[2]
-        # only accesses inside the accountant's live range count (a legacy result is counted
-        # from the instruction after the one that makes it, memory.py)
-        acc = sorted(a for a in ranges.get(sid, ()) if iv[0] <= a[0] <= iv[1])
-        cuts = sorted({0, row} | {min(max(b, 0), row) for _, _, lo, hi in acc for b in (lo, hi)})
-        base = len(spans)
-        for k in range(len(cuts) - 1):
-            spans[base + k] = (sid, cuts[k], cuts[k + 1])
-            p_iv[base + k] = [iv[0], iv[0], cuts[k + 1] - cuts[k], iv[3], iv[4]]
-            p_acc[base + k] = []
-        for pos, write, lo, hi in acc:
-            k0 = bisect.bisect_right(cuts, max(lo, 0)) - 1
-            for k in range(k0, len(cuts) - 1):
-                if cuts[k] >= min(hi, row):
-                    break
-                p_acc[base + k].append((pos, write))
-                p_iv[base + k][1] = max(p_iv[base + k][1], pos)
-    return p_iv, p_acc, spans
-
-
 def _tile_ranges(trace, intervals: Dict[int, list]) -> Dict[int, list]:
     """Tile -> [(position, is_write, byte lo, byte hi)] of every SBUF region of its instructions."""
     out: Dict[int, list] = {}
@@ -455,10 +428,12 @@ def insert_spills(acc, trace, core: int, spec) -> Plan:
     (``split_pieces``), insert their DMAs into ``trace`` and record the traffic (and, under
     ``reuse_lru``, the addresses of tiles no piece of which was evicted) in its meta."""
     placement = spec.sbuf.placement
-    p_iv, p_acc, spans = split_pieces(acc.intervals, _tile_ranges(trace, acc.intervals))
+    p_iv, p_acc, spans = split_pieces(acc.intervals, _tile_ranges(trace, acc.intervals),
+                                      acc.blocks)
     blocks: Dict[int, List[int]] = {}
     for u, (sid, _, _) in spans.items():   # piece ids of a tile are consecutive, in byte order
-        blocks.setdefault(sid, []).append(u)
+        if sid not in acc.blocks:   # a block tensor's blocks are allocated one by one
+            blocks.setdefault(sid, []).append(u)
     hold = held_until(acc.intervals, spec.sbuf.loop_buffers)
     p_hold = {u: hold[sid] for u, (sid, _, _) in spans.items() if sid in hold}
     plan = plan_spills(p_iv, p_acc, acc.capacity, acc.manual_end,
