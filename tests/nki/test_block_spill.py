@@ -82,3 +82,33 @@ def test_one_block_over_the_partition_is_still_refused():
     assert err.rule == "sbuf-capacity"
     assert str(SBUF_V2) in str(err.limit) and str(SBUF_V2 + 4) in str(err.value)
     assert "test_block_spill.py" in str(err.where)
+
+
+def test_an_overflow_not_only_from_block_tensors_is_still_refused():
+    """Six held 32 KiB loads fill the 196608 B partition by themselves; a two-block tensor needs
+    at least one more 32 KiB block live with them: 229376 B, over even with each block its own
+    tile, so the kernel is refused with the rule, the limit, the value and the user line."""
+    import trnsim.compat
+    trnsim.compat.install()
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((8, 128, F), dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray((2, nl.par_dim(128), F), dtype=x.dtype)
+        held = [nl.load(x[0]) for _ in range(6)]
+        acc[0, :, :] = nl.load(x[1])
+        nl.store(out[6], acc[0, :, :])
+        for i, t in enumerate(held):
+            nl.store(out[i], t)
+        return out
+
+    x = np.ones((2, 128, F), np.float32)
+    with pytest.raises(CapacityError) as e:
+        k.run(x, options=Options(target="trn1", timing_only=True))
+    err = e.value
+    assert err.rule == "sbuf-capacity"
+    assert str(SBUF_V2) in str(err.limit)
+    assert int(str(err.value).split()[0]) >= 7 * BLOCK == 229376
+    assert "test_block_spill.py" in str(err.where)
