@@ -10,7 +10,7 @@ from typing import Callable, Dict, Mapping, Tuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..hardware.figures import read_package_toml
+from ..hardware.figures import lookup, read_package_toml
 
 DTYPES = ("bfloat16", "float8_e4m3", "float32")
 
@@ -66,7 +66,7 @@ def _zeros(shape, dt) -> np.ndarray:
 def _tiling(kernel: str, key: str):
     """One of the reference kernels' tiling choices (data/tiling.toml, each with the hardware figure it
     follows)."""
-    return _TILING[kernel][key]["value"]
+    return lookup(_TILING, f"{kernel}.{key}", "kernels/data/tiling.toml")
 
 
 def _read_tiling() -> dict:

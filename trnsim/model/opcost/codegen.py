@@ -9,7 +9,7 @@ import os
 from functools import lru_cache
 
 from ...errors import ConfigError
-from ...hardware.loader import read_toml
+from ...hardware.figures import is_figure, read_toml
 
 CODEGEN_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "codegen.toml")
 CODEGENS = ("nki", "framework")
@@ -32,7 +32,7 @@ def codegen_scale(kernel: str, target: str, codegen: str, path: str = CODEGEN_FI
     entry = _table(path).get(kernel, {}).get(target, {}).get("compiled_over_nki")
     if entry is None:
         return 1.0
-    value = float(entry["value"] if isinstance(entry, dict) else entry)
+    value = float(entry["value"] if is_figure(entry) else entry)
     if value <= 0:
         raise ConfigError("compiled_over_nki must be positive", rule="codegen-range", limit="> 0",
                           value=value)

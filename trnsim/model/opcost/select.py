@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Union
 
 from ...errors import ConfigError
-from ...hardware.loader import read_toml
+from ...hardware.figures import read_toml, unwrap_figures
 from ..ops import Op
 
 ATTENTION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "attention.toml")
@@ -53,22 +53,22 @@ def _split(n: int, lnc: int) -> int:
     return max(1, math.ceil(n / lnc))
 
 
-def _plain(table: Mapping) -> Dict:
-    """A settings table with each {value, source} figure replaced by its value."""
-    return {k: (v["value"] if isinstance(v, Mapping) and "value" in v
-                else _plain(v) if isinstance(v, Mapping) else v) for k, v in table.items()}
+def _plain(table: Mapping, file: str) -> Dict:
+    """A settings table with each {value, source} figure replaced by its value (figures checked)."""
+    return unwrap_figures(table, "", file, {}, rule="data-file")
 
 
 @lru_cache(maxsize=1)
 def _default_attention() -> Dict:
-    return _plain(read_toml(ATTENTION_FILE))
+    return _plain(read_toml(ATTENTION_FILE), ATTENTION_FILE)
 
 
 def attention_settings(source: Union[None, str, Mapping] = None) -> Dict:
     """data/attention.toml (figures unwrapped), with a TOML path / dict of the same layout merged over it."""
     out = {k: dict(v) for k, v in _default_attention().items()}
     if source is not None:
-        raw = _plain(read_toml(source) if isinstance(source, str) else source)
+        raw = _plain(read_toml(source) if isinstance(source, str) else source,
+                     source if isinstance(source, str) else "attention overrides")
         for k, v in raw.items():
             out.setdefault(k, {}).update(v)
     return out
