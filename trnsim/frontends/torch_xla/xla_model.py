@@ -6,6 +6,7 @@ printed is Trainium's.
 """
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any, List, Optional
 
@@ -83,10 +84,19 @@ def wait_device_ops(devices: Any = None) -> None:
 
 
 def init_default_group() -> None:
-    """The group ``xm`` collectives use when the script made none: gloo over torchrun's environment."""
+    """The group ``xm`` collectives use when the script made none: gloo over torchrun's environment,
+    destroyed at exit (a gloo group left to interpreter teardown can abort the rank: its worker
+    threads are destructed while joinable, "terminate called without an active exception")."""
     import torch.distributed as dist
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method="env://")
+        atexit.register(_destroy_default_group)
+
+
+def _destroy_default_group() -> None:
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _group():
